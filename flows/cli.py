@@ -1,0 +1,119 @@
+"""`tucano`: one subcommand per Prefect flow, all taking --config, --artifacts and --data."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from configs.recipe import DEFAULT_RECIPE, RecipeError, load_recipe
+from tasks.store import ArtifactStore
+
+# Our modules log under "tucano"; Prefect attaches its console and API handlers to these loggers
+# only if told before it configures logging.
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tucano")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+RESULTS_FOLDER = ".prefect-results"
+
+
+@contextmanager
+def results_in_store(store: ArtifactStore) -> Iterator[None]:
+    """Keep Prefect's persisted task results (the cache) inside the artifact store, so results and
+    the artifacts they point to live and die together."""
+    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, temporary_settings
+
+    if not store.is_local:
+        raise NotImplementedError("Prefect result storage on s3:// is not supported yet")
+    with temporary_settings(updates={PREFECT_LOCAL_STORAGE_PATH: store.path(RESULTS_FOLDER)}):
+        yield
+
+
+def _parser() -> argparse.ArgumentParser:
+    from flows.pipeline import DEFAULT_ARTIFACTS, DEFAULT_DATA
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=str(DEFAULT_RECIPE), help="YAML recipe (configs/)")
+    common.add_argument(
+        "--artifacts", default=DEFAULT_ARTIFACTS, help="artifact store: a folder or s3://bucket/prefix"
+    )
+    common.add_argument(
+        "--data", default=DEFAULT_DATA, help="folder with the Olist CSVs (local or s3://)"
+    )
+    parser = argparse.ArgumentParser(
+        prog="tucano", description="GRPO for a Brazilian e-commerce analyst, with proof."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (
+        ("pipeline", "the whole DAG: data, audit, train every seed, eval, compare, report"),
+        ("data", "step 1: prepare the prompt sets and the SQLite database"),
+        ("audit", "step 2: the reward audit gate"),
+        ("train", "step 3: GRPO training of one seed"),
+        ("eval", "step 4: evaluate the base model and every seed's tuned model"),
+        ("compare", "steps 5-6: Wilcoxon comparison and report"),
+    ):
+        command = commands.add_parser(name, parents=[common], help=help_text)
+        if name == "train":
+            command.add_argument("--seed", type=int, required=True)
+    return parser
+
+
+def _flow_call(args: argparse.Namespace) -> Callable[[], Any]:
+    from flows import pipeline
+
+    paths = {"config": args.config, "artifacts": args.artifacts, "data": args.data}
+    return {
+        "pipeline": lambda: pipeline.pipeline_flow(**paths),
+        "data": lambda: pipeline.data_flow(**paths),
+        "audit": lambda: pipeline.audit_flow(config=args.config),
+        "train": lambda: pipeline.train_flow(**paths, seed=args.seed),
+        "eval": lambda: pipeline.eval_flow(**paths),
+        "compare": lambda: pipeline.compare_flow(**paths),
+    }[args.command]
+
+
+def _summary(store: ArtifactStore, result: Any) -> str:
+    from tasks.manifests import Adapter, AuditResult, PreparedData, ReportArtifact
+
+    if isinstance(result, ReportArtifact):
+        return f"report: {store.uri(result.report_json)}"
+    if isinstance(result, PreparedData):
+        return f"prepared data: {store.uri(result.folder)} {result.counts}"
+    if isinstance(result, Adapter):
+        return f"adapter (seed {result.seed}, step {result.global_step}): {store.uri(result.folder)}"
+    if isinstance(result, AuditResult):
+        return "reward audit passed"
+    base_eval, tuned = result
+    return "eval rows: " + ", ".join(store.uri(e.rows) for e in [base_eval, *tuned])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        load_recipe(args.config)
+    except RecipeError as exc:
+        print(f"tucano: {exc}", file=sys.stderr)
+        return 2
+    from tasks.audit import AuditFailed
+    from tasks.prep.olist import OlistSchemaError
+
+    store = ArtifactStore(args.artifacts)
+    try:
+        with results_in_store(store):
+            result = _flow_call(args)()
+    except (OlistSchemaError, AuditFailed) as exc:
+        print(f"tucano {args.command}: {exc}", file=sys.stderr)
+        return 1
+    # The last line a run prints says where its output is: Prefect's own shutdown chatter
+    # (stopping the temporary server) would otherwise come after it.
+    logging.getLogger("prefect").setLevel(logging.WARNING)
+    print(_summary(store, result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The Prefect flows. Each reads as numbered steps; the work lives in tasks/.
+
+Every flow takes the same three inputs (recipe path, artifact store URI, Olist data URI), so each
+`tucano` subcommand runs one flow, and a later stage reuses the cached results of the earlier ones
+instead of recomputing them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow, get_run_logger
+
+from configs.recipe import DEFAULT_RECIPE, Recipe, load_recipe
+from tasks.audit import audit_gate_task
+from tasks.evaluate import evaluate_model_task
+from tasks.manifests import (
+    Adapter,
+    AuditResult,
+    BaseModelArtifact,
+    EvalRows,
+    PreparedData,
+    ReportArtifact,
+)
+from tasks.model import prepare_base_model_task
+from tasks.prep.build import prepare_data_task
+from tasks.prep.olist import fingerprint_source
+from tasks.report import publish_report_task, report_task
+from tasks.store import ArtifactStore
+from tasks.train import train_seed_task
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = str(REPO_ROOT / "data" / "olist")
+DEFAULT_ARTIFACTS = "./artifacts"
+
+
+def _open(config: str, artifacts: str) -> tuple[Recipe, ArtifactStore]:
+    return load_recipe(config), ArtifactStore(artifacts)
+
+
+def _prepare(recipe: Recipe, store: ArtifactStore, data: str) -> PreparedData:
+    return prepare_data_task(fingerprint_source(data), recipe.data, store)
+
+
+def _evaluate(
+    recipe: Recipe,
+    store: ArtifactStore,
+    prepared: PreparedData,
+    base: BaseModelArtifact,
+    adapters: list[Adapter],
+) -> tuple[EvalRows, list[EvalRows]]:
+    base_eval = evaluate_model_task(recipe.evaluation, prepared, base, None, store)
+    tuned = [evaluate_model_task(recipe.evaluation, prepared, base, a, store) for a in adapters]
+    return base_eval, tuned
+
+
+def _report(
+    recipe: Recipe,
+    store: ArtifactStore,
+    prepared: PreparedData,
+    base: BaseModelArtifact,
+    adapters: list[Adapter],
+) -> ReportArtifact:
+    base_eval, tuned = _evaluate(recipe, store, prepared, base, adapters)
+    report = report_task(recipe, prepared, base, adapters, base_eval, tuned, store)
+    publish_report_task(report, store)
+    get_run_logger().info("report: %s", store.uri(report.report_json))
+    return report
+
+
+@flow(name="tucano-data")
+def data_flow(
+    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+) -> PreparedData:
+    recipe, store = _open(config, artifacts)
+    # 1. Data prep: schema-checked Olist tables -> four prompt sets, eval split, SQLite copy.
+    return _prepare(recipe, store, data)
+
+
+@flow(name="tucano-audit")
+def audit_flow(config: str = str(DEFAULT_RECIPE)) -> AuditResult:
+    # 2. Reward audit gate: raises AuditFailed when the rewards disagree with the human scores.
+    return audit_gate_task(load_recipe(config).audit)
+
+
+@flow(name="tucano-train", flow_run_name="train-seed-{seed}")
+def train_flow(
+    config: str = str(DEFAULT_RECIPE),
+    artifacts: str = DEFAULT_ARTIFACTS,
+    data: str = DEFAULT_DATA,
+    seed: int = 42,
+) -> Adapter:
+    recipe, store = _open(config, artifacts)
+    # 1. Data prep (cached when unchanged).
+    prepared = _prepare(recipe, store, data)
+    # 2. Reward audit gate: nothing trains on rewards that disagree with people.
+    audit_gate_task(recipe.audit)
+    # 3. GRPO training of one seed from the base model.
+    base = prepare_base_model_task(recipe.model, prepared, store)
+    return train_seed_task(recipe.training, recipe.lora, prepared, base, seed, store)
+
+
+@flow(name="tucano-eval")
+def eval_flow(
+    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+) -> tuple[EvalRows, list[EvalRows]]:
+    recipe, store = _open(config, artifacts)
+    prepared = _prepare(recipe, store, data)
+    base = prepare_base_model_task(recipe.model, prepared, store)
+    adapters = [train_flow(config, artifacts, data, seed) for seed in recipe.seeds]
+    # 4. Evaluation of the base model and every seed's tuned model on the eval split.
+    return _evaluate(recipe, store, prepared, base, adapters)
+
+
+@flow(name="tucano-compare")
+def compare_flow(
+    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+) -> ReportArtifact:
+    recipe, store = _open(config, artifacts)
+    prepared = _prepare(recipe, store, data)
+    base = prepare_base_model_task(recipe.model, prepared, store)
+    adapters = [train_flow(config, artifacts, data, seed) for seed in recipe.seeds]
+    # 5-6. Evaluation (cached), Wilcoxon comparison per task and overall, report.
+    return _report(recipe, store, prepared, base, adapters)
+
+
+@flow(name="tucano-pipeline")
+def pipeline_flow(
+    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+) -> ReportArtifact:
+    recipe, store = _open(config, artifacts)
+    # 1. Data prep: schema-checked Olist tables -> four prompt sets, eval split, SQLite copy.
+    prepared = _prepare(recipe, store, data)
+    # 2. Reward audit gate: stops the run here, before any training, if it fails.
+    audit_gate_task(recipe.audit)
+    # 3. GRPO training: one flow run per seed.
+    base = prepare_base_model_task(recipe.model, prepared, store)
+    adapters = [train_flow(config, artifacts, data, seed) for seed in recipe.seeds]
+    # 4-6. Evaluation of base and tuned models, Wilcoxon comparison, report.
+    return _report(recipe, store, prepared, base, adapters)

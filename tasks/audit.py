@@ -1,0 +1,154 @@
+"""Step 2: the reward audit gate. If the rewards disagree with people, nothing is trained.
+
+Two checks. (1) Rank agreement: per task, Spearman's rho between the reward and human scores on
+the shipped audit set (data/audit/audit.jsonl) must reach the recipe's threshold. (2) Probes: one
+small case per bug class the seed reports hit, each asserting the reward's behaviour directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.artifacts import create_table_artifact
+from scipy.stats import spearmanr
+
+from configs.recipe import TASKS, AuditConfig
+from rewards import score
+from tasks.caching import ContentKey
+from tasks.manifests import AuditResult
+
+AUDIT_SET = Path(__file__).resolve().parents[1] / "data" / "audit" / "audit.jsonl"
+WORST_SHOWN = 3
+
+
+class AuditFailed(RuntimeError):
+    """The rewards disagree with the human scores or a probe failed: do not train."""
+
+
+_GOOD_JSON = (
+    '{"sentiment": "negativo", "sentiment_score": 1, "delivery_issue": true, "product_issue": '
+    'true, "seller_issue": false, "delivered_late": true, "would_recommend": false, "churn_risk": '
+    '"alto", "product_category": "moveis_decoracao", "summary": "Chegou quebrado."}'
+)
+_ANALYSIS = (
+    "## Estratégia de reengajamento\n- Recomendo um cupom para clientes sem compra há 90 dias.\n"
+    "- Priorizar clientes do RJ, onde a nota média caiu.\n- Acompanhar a recompra por estado."
+)
+
+# name -> (why it exists, check returning True when the reward behaves)
+PROBES: dict[str, tuple[str, Callable[[], bool]]] = {
+    "pt_decimal_parses": (
+        "V4: '4,5' made the whole JSON unparseable and extraction scored 0",
+        lambda: score("extraction", _GOOD_JSON.replace(": 1,", ": 4,5,", 1)).components["json"]
+        > 0,
+    ),
+    "bool_is_not_an_integer": (
+        "V4.2.1: isinstance(True, int) let a boolean pass as sentiment_score",
+        lambda: score("extraction", _GOOD_JSON.replace('"sentiment_score": 1', '"sentiment_score": true')).total
+        < score("extraction", _GOOD_JSON).total,
+    ),
+    "echoed_string_is_not_a_boolean": (
+        'base model answered "delivery_issue": "delivery_issue"',
+        lambda: score("extraction", _GOOD_JSON.replace("true", '"delivery_issue"', 1)).total
+        < score("extraction", _GOOD_JSON).total,
+    ),
+    "routed_by_task_not_text": (
+        "V4.2.1: an insights answer about 'reengajamento' was scored as a push notification",
+        lambda: score("insights", _ANALYSIS).total > score("push", _ANALYSIS).total,
+    ),
+    "long_push_gets_no_length_credit": (
+        "V4.2.1: 200+ character pushes still earned length credit",
+        lambda: score("push", "Olá, " + "aproveite nossas novidades " * 10).components["length"]
+        == 0.0,
+    ),
+    "formal_push_is_penalised": (
+        "V4.2.1: formal e-mails (prezado, atenciosamente) passed as pushes",
+        lambda: score("push", "Prezado cliente, seu pedido chegou. Atenciosamente.").components[
+            "formal"
+        ]
+        < 0,
+    ),
+}
+
+
+def load_audit_set(path: Path = AUDIT_SET) -> list[dict[str, Any]]:
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if row.get("task") not in TASKS or not 0 <= row.get("human_score", -1) <= 1:
+            raise ValueError(f"{path}:{number}: needs a known task and a human_score in [0, 1]")
+        rows.append(row)
+    return rows
+
+
+def audit_rewards(config: AuditConfig, audit_set: Path = AUDIT_SET) -> AuditResult:
+    rows = load_audit_set(audit_set)
+    per_task: dict[str, dict[str, Any]] = {}
+    for task_name in TASKS:
+        items = [row for row in rows if row["task"] == task_name]
+        rewards = [score(task_name, row["completion"], **row["context"]).total for row in items]
+        humans = [row["human_score"] for row in items]
+        rho, p_value = spearmanr(rewards, humans)
+        worst = sorted(
+            zip(items, rewards, strict=True),
+            key=lambda pair: -abs(pair[1] - pair[0]["human_score"]),
+        )[:WORST_SHOWN]
+        per_task[task_name] = {
+            "n": len(items),
+            "rho": float(rho),
+            "p_value": float(p_value),
+            "passed": bool(rho >= config.min_spearman),
+            "worst": "; ".join(
+                f"{item['id']}: reward {reward:.2f} vs human {item['human_score']:.2f}"
+                for item, reward in worst
+            ),
+        }
+    for name, (why, check) in PROBES.items():
+        passed = bool(check())
+        per_task[f"probe:{name}"] = {"passed": passed, "why": why}
+    passed = all(entry["passed"] for entry in per_task.values())
+    digest = hashlib.sha256(json.dumps(per_task, sort_keys=True).encode()).hexdigest()
+    return AuditResult(fingerprint=digest, passed=passed, per_task=per_task)
+
+
+def failure_message(result: AuditResult, config: AuditConfig) -> str:
+    reasons = []
+    for name, entry in result.per_task.items():
+        if entry["passed"]:
+            continue
+        if name.startswith("probe:"):
+            reasons.append(f"probe {name[6:]} failed ({entry['why']})")
+        else:
+            reasons.append(
+                f"{name}: Spearman rho {entry['rho']:.3f} < {config.min_spearman} "
+                f"(worst: {entry['worst']})"
+            )
+    return "reward audit failed, nothing will be trained: " + " | ".join(reasons)
+
+
+def audit_gate(config: AuditConfig) -> AuditResult:
+    """Audit, publish the table, and raise AuditFailed when the gate does not pass."""
+    result = audit_rewards(config)
+    create_table_artifact(
+        key="tucano-reward-audit",
+        table=[{"check": name, **entry} for name, entry in result.per_task.items()],
+        description=f"Reward audit (Spearman rho >= {config.min_spearman} per task, probes).",
+    )
+    if not result.passed:
+        raise AuditFailed(failure_message(result, config))
+    return result
+
+
+audit_gate_task = task(
+    audit_gate,
+    name="reward-audit",
+    cache_policy=ContentKey(modules=("tasks.audit", "rewards"), files=(AUDIT_SET,)),
+    persist_result=True,
+)

@@ -1,0 +1,128 @@
+"""Step 4: generate for every eval prompt and score it with the very scorers training used.
+
+Generation settings come from the recipe's `evaluation` section and are passed explicitly, never
+read from the model's generation_config.json. One row per (prompt, model, seed) is saved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+
+from prefect import task
+
+from configs.recipe import EvalConfig
+from rewards import score
+from rewards.common import completion_text
+from tasks.caching import ContentKey, cache_token
+from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
+from tasks.model import load_model_and_tokenizer
+from tasks.prep.rows import CONTEXT_COLUMNS
+from tasks.store import ArtifactStore
+
+log = logging.getLogger("tucano.evaluate")
+
+BASE_TAG = "base"
+
+
+def _generation_config(config: EvalConfig, tokenizer: Any) -> Any:
+    from transformers import GenerationConfig
+
+    sampling = {"temperature": config.temperature, "top_p": config.top_p, "top_k": 0}
+    return GenerationConfig(
+        max_new_tokens=config.max_new_tokens,
+        do_sample=config.do_sample,
+        **(sampling if config.do_sample else {}),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+
+
+def generate(
+    model: Any, tokenizer: Any, prompts: list[list[dict[str, str]]], config: EvalConfig
+) -> list[dict[str, Any]]:
+    """Completions for chat prompts, batched, reproducible for a given `config.seed`."""
+    import torch
+
+    tokenizer.padding_side = "left"
+    generation_config = _generation_config(config, tokenizer)
+    outputs: list[dict[str, Any]] = []
+    model.eval()
+    for start in range(0, len(prompts), config.batch_size):
+        batch = prompts[start : start + config.batch_size]
+        texts = [
+            tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+            for p in batch
+        ]
+        encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        encoded = encoded.to(model.device)
+        torch.manual_seed(config.seed + start)
+        with torch.no_grad():
+            generated = model.generate(**encoded, generation_config=generation_config)
+        new_tokens = generated[:, encoded["input_ids"].shape[1] :]
+        for row in new_tokens.tolist():
+            ended = tokenizer.eos_token_id in row
+            length = row.index(tokenizer.eos_token_id) + 1 if ended else len(row)
+            outputs.append(
+                {
+                    "completion": tokenizer.decode(row[:length], skip_special_tokens=True),
+                    "tokens": length,
+                    "truncated": not ended,
+                }
+            )
+        log.info("generated %d/%d", min(start + config.batch_size, len(prompts)), len(prompts))
+    return outputs
+
+
+def score_row(prompt_row: dict[str, Any], completion: str) -> dict[str, Any]:
+    context = {column: prompt_row[column] for column in CONTEXT_COLUMNS}
+    result = score(prompt_row["task"], completion_text(completion), **context)
+    return {"total": result.total, "components": result.components}
+
+
+def evaluate_model(
+    config: EvalConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    adapter: Adapter | None,
+    store: ArtifactStore,
+) -> EvalRows:
+    model, tokenizer = load_model_and_tokenizer(base, store)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(store.local_dir(adapter.folder)))
+    tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
+    prompts = store.read_jsonl(data.eval)
+    generations = generate(model, tokenizer, [row["prompt"] for row in prompts], config)
+    rows = [
+        {
+            "prompt_id": prompt["prompt_id"],
+            "task": prompt["task"],
+            "model": tag,
+            "seed": None if adapter is None else adapter.seed,
+            **generation,
+            **score_row(prompt, generation["completion"]),
+        }
+        for prompt, generation in zip(prompts, generations, strict=True)
+    ]
+    identity = cache_token([config, data, base, adapter])
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    path = f"eval/{tag}-{digest[:16]}.jsonl"
+    store.write_jsonl(path, rows)
+    return EvalRows(
+        fingerprint=store.sha256(path),
+        model_tag=tag,
+        seed=None if adapter is None else adapter.seed,
+        rows=path,
+    )
+
+
+evaluate_model_task = task(
+    evaluate_model,
+    name="evaluate-model",
+    cache_policy=ContentKey(modules=("tasks.evaluate", "tasks.model", "rewards")),
+    persist_result=True,
+)

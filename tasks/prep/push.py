@@ -1,0 +1,69 @@
+"""Push prompts: a customer's last order -> a notification of at most 120 characters."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pandas as pd
+
+from tasks.prep.rows import brl, prompt_row
+
+SYSTEM = (
+    "Você escreve notificações push para um marketplace brasileiro. Responda só com o texto da "
+    "notificação: no máximo 120 caracteres, em português do Brasil, direto e pessoal, sem "
+    "saudação formal."
+)
+
+STATUS_PT = {
+    "delivered": "entregue",
+    "shipped": "enviado",
+    "invoiced": "faturado",
+    "processing": "em separação",
+    "approved": "aprovado",
+    "created": "criado",
+    "canceled": "cancelado",
+    "unavailable": "indisponível",
+}
+
+# What a retailer's CRM would want from a customer in each situation.
+OBJECTIVES = {
+    "in_transit": ("avisar que o pedido está a caminho", "tranquilizar sobre o prazo de entrega"),
+    "unhappy": ("recuperar o cliente insatisfeito com um cupom", "pedir desculpas e oferecer ajuda"),
+    "unreviewed": ("pedir uma avaliação da compra", "lembrar de avaliar o produto recebido"),
+    "happy": ("sugerir uma nova compra na mesma categoria", "oferecer frete grátis na próxima compra"),
+    "lost": ("reengajar o cliente após o cancelamento", "trazer o cliente de volta com uma oferta"),
+}
+
+
+def situation(order: pd.Series) -> str:
+    status = order["order_status"]
+    if status in ("canceled", "unavailable"):
+        return "lost"
+    if status != "delivered":
+        return "in_transit"
+    if pd.isna(order["review_score"]):
+        return "unreviewed"
+    return "unhappy" if order["review_score"] <= 2 else "happy"
+
+
+def push_prompt(order: pd.Series, rng: random.Random) -> dict[str, Any]:
+    objective = rng.choice(OBJECTIVES[situation(order)])
+    score = order["review_score"]
+    user = (
+        "Escreva uma notificação push (no máximo 120 caracteres) para este cliente.\n"
+        f"Objetivo: {objective}\n"
+        f"Cliente: {order['customer_city']}/{order['customer_state']}\n"
+        f"Último pedido: {order['category'] or 'produto'} por {brl(order['items_value'])}, "
+        f"em {order['order_purchase_timestamp']:%d/%m/%Y}\n"
+        f"Status do pedido: {STATUS_PT.get(order['order_status'], order['order_status'])}\n"
+        f"Nota dada pelo cliente: {'sem avaliação' if pd.isna(score) else f'{int(score)}/5'}"
+    )
+    return prompt_row(
+        prompt_id=f"push-{order['order_id']}",
+        task="push",
+        system=SYSTEM,
+        user=user,
+        order_id=order["order_id"],
+        push_objective=objective,
+    )

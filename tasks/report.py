@@ -1,0 +1,156 @@
+"""Step 6: report.json (every number), report.md (for people) and scores.jsonl (every sample),
+written to the artifact store and published as Prefect artifacts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from configs.recipe import TASKS, Recipe
+from tasks.caching import ContentKey, cache_token
+from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
+from tasks.stats import OVERALL, compare
+from tasks.store import ArtifactStore
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def _fmt(value: float | None, digits: int = 3, signed: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def results_table(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "task": task_name,
+            "n": r["n"],
+            "base": round(r["base_mean"], 4),
+            "tuned": round(r["tuned_mean"], 4),
+            "delta": round(r["delta"], 4),
+            "delta_pct": None if r["delta_pct"] is None else round(r["delta_pct"], 1),
+            "W": r["statistic"],
+            "p_value": round(r["p_value"], 5),
+            "significant": r["significant"],
+        }
+        for task_name, r in results.items()
+    ]
+
+
+def _markdown_table(results: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| Task | n | Base | Tuned | Δ | Δ% | W | p (one-sided) | Significant? |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for task_name in (*TASKS, OVERALL):
+        if task_name not in results:
+            continue
+        r = results[task_name]
+        name = f"**{task_name.upper()}**" if task_name == OVERALL else task_name
+        pct = "n/a" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
+        lines.append(
+            f"| {name} | {r['n']} | {_fmt(r['base_mean'])} | {_fmt(r['tuned_mean'])} | "
+            f"{_fmt(r['delta'], signed=True)} | {pct} | {r['statistic']:.1f} | "
+            f"{r['p_value']:.4f} | {'yes' if r['significant'] else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    comparison = report["comparison"]
+    method = comparison["method"]
+    parts = [
+        f"# Tucano-commerce report: {report['recipe']}",
+        "",
+        f"- Base model: `{report['base_model']['location']}` ({report['base_model']['source']})",
+        f"- Seeds: {', '.join(str(s) for s in report['seeds'])}",
+        f"- Eval prompts: {report['eval_prompts']} (temperature {report['eval_temperature']})",
+        f"- Config {report['config_fingerprint']} · data {report['data_fingerprint'][:16]}"
+        f" · commit {report['git_commit'] or 'unknown'}",
+        "",
+        "## Base vs GRPO-tuned (tuned score = mean over seeds)",
+        "",
+        _markdown_table(comparison["pooled"]),
+        "",
+        f"Method: {method['test']}; zeros: `{method['zero_method']}`; α = {method['alpha']}.",
+    ]
+    for seed, results in comparison["per_seed"].items():
+        parts += ["", f"## Seed {seed}", "", _markdown_table(results)]
+    return "\n".join(parts) + "\n"
+
+
+def build_report(
+    recipe: Recipe,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    adapters: list[Adapter],
+    base_eval: EvalRows,
+    tuned_evals: list[EvalRows],
+    store: ArtifactStore,
+) -> ReportArtifact:
+    base_rows = store.read_jsonl(base_eval.rows)
+    rows_by_seed = {int(e.seed): store.read_jsonl(e.rows) for e in tuned_evals if e.seed is not None}
+    report = {
+        "recipe": recipe.name,
+        "config_fingerprint": recipe.fingerprint(),
+        "data_fingerprint": data.fingerprint,
+        "git_commit": git_commit(),
+        "base_model": base.model_dump(),
+        "seeds": sorted(rows_by_seed),
+        "adapters": [a.model_dump() for a in adapters],
+        "eval_prompts": len(base_rows),
+        "eval_temperature": recipe.evaluation.temperature if recipe.evaluation.do_sample else 0.0,
+        "comparison": compare(base_rows, rows_by_seed, recipe.compare.alpha),
+    }
+    identity = json.dumps(cache_token([base_eval, tuned_evals, recipe]), sort_keys=True)
+    folder = f"reports/{recipe.name}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    scores = base_rows + [row for seed in sorted(rows_by_seed) for row in rows_by_seed[seed]]
+    store.write_jsonl(f"{folder}/scores.jsonl", scores)
+    store.write_text(f"{folder}/report.md", render_markdown(report))
+    store.write_json(f"{folder}/report.json", report)
+    return ReportArtifact(
+        fingerprint=store.sha256(f"{folder}/report.json"),
+        report_json=f"{folder}/report.json",
+        report_md=f"{folder}/report.md",
+        scores=f"{folder}/scores.jsonl",
+    )
+
+
+def publish_report(report: ReportArtifact, store: ArtifactStore) -> None:
+    content = store.read_json(report.report_json)
+    create_table_artifact(
+        key="tucano-comparison",
+        table=results_table(content["comparison"]["pooled"]),
+        description=f"Base vs tuned, pooled over seeds ({content['recipe']}).",
+    )
+    create_markdown_artifact(
+        key="tucano-report",
+        markdown=store.read_text(report.report_md)
+        + f"\n\nFiles: `{store.uri(report.report_json)}`, `{store.uri(report.scores)}`\n",
+        description="The comparison report.",
+    )
+
+
+report_task = task(
+    build_report,
+    name="report",
+    cache_policy=ContentKey(modules=("tasks.report", "tasks.stats")),
+    persist_result=True,
+)
+publish_report_task = task(publish_report, name="publish-report")

@@ -1,0 +1,150 @@
+"""The artifact store: one root URI (a local folder or s3://bucket/prefix) for everything a run makes.
+
+Writes are all-or-nothing. A file is written to a temporary name and renamed (locally) or put as
+one object (S3, where a PUT is atomic). A folder (a model, a checkpoint) is complete only once its
+marker file exists, and the marker is written last, so a reader never sees half a folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import fsspec
+
+COMPLETE_MARKER = "_COMPLETE"
+# Artifacts are shared with other readers (workers, a UI container); temp files are owner-only.
+ARTIFACT_FILE_MODE, ARTIFACT_DIR_MODE = 0o644, 0o755
+
+
+class ArtifactStore:
+    def __init__(self, root: str | os.PathLike[str]):
+        root = str(root)
+        self.fs, path = fsspec.core.url_to_fs(root)
+        self.is_local = self.fs.protocol in ("file", "local") or "file" in self.fs.protocol
+        self.root = os.path.abspath(path) if self.is_local else path.rstrip("/")
+        self.root_uri = self.root if self.is_local else f"{_protocol(self.fs)}://{self.root}"
+
+    def __repr__(self) -> str:
+        return f"ArtifactStore({self.root_uri!r})"
+
+    def cache_token(self) -> None:
+        # Cached results live inside the store itself, so its location never enters a cache key.
+        return None
+
+    def path(self, rel: str) -> str:
+        return f"{self.root}/{rel.strip('/')}" if rel else self.root
+
+    def uri(self, rel: str) -> str:
+        return self.path(rel) if self.is_local else f"{_protocol(self.fs)}://{self.path(rel)}"
+
+    def exists(self, rel: str) -> bool:
+        return self.fs.exists(self.path(rel))
+
+    # ---- files ---------------------------------------------------------------------------
+    def write_bytes(self, rel: str, data: bytes) -> str:
+        target = self.path(rel)
+        if self.is_local:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=Path(target).parent, prefix=".tmp-")
+            try:
+                os.fchmod(fd, ARTIFACT_FILE_MODE)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                os.replace(tmp, target)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        else:
+            self.fs.pipe_file(target, data)
+        return self.uri(rel)
+
+    def write_text(self, rel: str, text: str) -> str:
+        return self.write_bytes(rel, text.encode("utf-8"))
+
+    def write_json(self, rel: str, obj: Any) -> str:
+        return self.write_text(rel, json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=True))
+
+    def write_jsonl(self, rel: str, rows: list[dict[str, Any]]) -> str:
+        lines = (json.dumps(row, ensure_ascii=False, sort_keys=True) for row in rows)
+        return self.write_text(rel, "".join(line + "\n" for line in lines))
+
+    def read_bytes(self, rel: str) -> bytes:
+        return self.fs.cat_file(self.path(rel))
+
+    def read_text(self, rel: str) -> str:
+        return self.read_bytes(rel).decode("utf-8")
+
+    def read_json(self, rel: str) -> Any:
+        return json.loads(self.read_text(rel))
+
+    def read_jsonl(self, rel: str) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.read_text(rel).splitlines() if line.strip()]
+
+    def sha256(self, rel: str) -> str:
+        return hashlib.sha256(self.read_bytes(rel)).hexdigest()
+
+    # ---- folders -------------------------------------------------------------------------
+    def put_dir(self, local_dir: str | os.PathLike[str], rel: str) -> str:
+        """Upload a folder so that it is complete or invisible: files first, marker last."""
+        local_dir = Path(local_dir)
+        files = sorted(p for p in local_dir.rglob("*") if p.is_file())
+        digest = _digest_files(local_dir, files)
+        if self.is_local:
+            target = Path(self.path(rel))
+            staging = target.parent / f".tmp-{target.name}-{uuid.uuid4().hex[:8]}"
+            shutil.copytree(local_dir, staging)
+            staging.chmod(ARTIFACT_DIR_MODE)  # temporary folders are created owner-only
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+        else:
+            if self.fs.exists(self.path(rel)):
+                self.fs.rm(self.path(rel), recursive=True)
+            for file in files:
+                self.fs.put_file(str(file), self.path(f"{rel}/{file.relative_to(local_dir)}"))
+        self.write_text(f"{rel}/{COMPLETE_MARKER}", digest)
+        return self.uri(rel)
+
+    def is_complete(self, rel: str) -> bool:
+        return self.exists(f"{rel}/{COMPLETE_MARKER}")
+
+    def dir_digest(self, rel: str) -> str:
+        """The content digest recorded in a complete folder's marker."""
+        return self.read_text(f"{rel}/{COMPLETE_MARKER}").strip()
+
+    def local_dir(self, rel: str, cache_root: str | os.PathLike[str] | None = None) -> Path:
+        """A local folder with a complete artifact's files (the store's own, when it is local)."""
+        if not self.is_complete(rel):
+            raise FileNotFoundError(f"{self.uri(rel)} is not a complete artifact (no {COMPLETE_MARKER})")
+        if self.is_local:
+            return Path(self.path(rel))
+        cache_root = Path(cache_root or tempfile.gettempdir()) / "tucano-store-cache"
+        target = cache_root / self.dir_digest(rel)
+        if not target.exists():
+            staging = cache_root / f".tmp-{uuid.uuid4().hex[:8]}"
+            self.fs.get(self.path(rel) + "/", str(staging) + "/", recursive=True)
+            (staging / COMPLETE_MARKER).unlink(missing_ok=True)
+            staging.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging, target)
+        return target
+
+
+def _protocol(fs: fsspec.AbstractFileSystem) -> str:
+    return fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+
+
+def _digest_files(root: Path, files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for file in files:
+        if file.name == COMPLETE_MARKER:
+            continue
+        digest.update(str(file.relative_to(root)).encode())
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()

@@ -1,0 +1,180 @@
+"""Step 3: GRPO with TRL's GRPOTrainer and a PEFT LoRA adapter, one seed per call.
+
+Generation settings always come from the recipe and are passed to TRL explicitly: a model's own
+generation_config.json (temperature 0.1 in the seed's first run) never decides how rollouts sample.
+Checkpoints go into the artifact store as they are saved, each complete or invisible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+
+from configs.recipe import LoraConfig, TrainingConfig
+from rewards import trl_reward_functions
+from tasks.caching import ContentKey
+from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
+from tasks.model import load_model_and_tokenizer
+from tasks.store import ArtifactStore
+
+log = logging.getLogger("tucano.train")
+
+
+def run_key(
+    training: TrainingConfig, lora: LoraConfig, data: PreparedData, base: BaseModelArtifact, seed: int
+) -> str:
+    """Names one training run: same recipe, data, base model and seed -> same key."""
+    identity = {
+        "training": training.model_dump(mode="json"),
+        "lora": lora.model_dump(mode="json"),
+        "data": data.fingerprint,
+        "base": base.fingerprint,
+        "seed": seed,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def grpo_config(training: TrainingConfig, seed: int, output_dir: Path) -> Any:
+    import torch
+    from trl import GRPOConfig
+
+    on_gpu = torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        seed=seed,
+        data_seed=seed,
+        learning_rate=training.learning_rate,
+        lr_scheduler_type=training.lr_scheduler_type,
+        warmup_steps=training.warmup_ratio,
+        beta=training.beta,
+        scale_rewards=training.scale_rewards,
+        loss_type=training.loss_type,
+        epsilon=training.epsilon,
+        epsilon_high=training.epsilon_high,
+        mask_truncated_completions=training.mask_truncated_completions,
+        multi_objective_aggregation=training.multi_objective_aggregation,
+        num_generations=training.num_generations,
+        per_device_train_batch_size=training.prompts_per_step * training.num_generations,
+        gradient_accumulation_steps=1,
+        max_completion_length=training.max_completion_length,
+        temperature=training.temperature,
+        top_p=training.top_p,
+        top_k=0,
+        max_steps=training.max_steps,
+        save_strategy="steps",
+        save_steps=training.save_steps,
+        logging_steps=training.logging_steps,
+        report_to=[],
+        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        use_cpu=not on_gpu,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
+def _checkpoint_uploader(store: ArtifactStore, prefix: str) -> Any:
+    from transformers import TrainerCallback
+
+    class UploadCheckpoints(TrainerCallback):
+        """Copies each saved checkpoint into the store (marker last) as soon as it exists."""
+
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            local = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if local.is_dir():
+                store.put_dir(local, f"{prefix}/checkpoint-{state.global_step}")
+
+    return UploadCheckpoints()
+
+
+def _step_logger() -> Any:
+    from transformers import TrainerCallback
+
+    class LogSteps(TrainerCallback):
+        """One line per logging step with what tells a healthy GRPO run from a dead one."""
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            if logs and "reward" in logs:
+                log.info(
+                    "step %d/%d reward %.3f (std %.3f) frac_reward_zero_std %.2f entropy %.3f "
+                    "clip_high %.3f lr %.2e",
+                    state.global_step,
+                    state.max_steps,
+                    logs["reward"],
+                    logs.get("reward_std", float("nan")),
+                    logs.get("frac_reward_zero_std", float("nan")),
+                    logs.get("entropy", float("nan")),
+                    logs.get("clip_ratio/high_mean", float("nan")),
+                    logs.get("learning_rate", float("nan")),
+                )
+
+    return LogSteps()
+
+
+def train_seed(
+    training: TrainingConfig,
+    lora: LoraConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    seed: int,
+    store: ArtifactStore,
+) -> Adapter:
+    from datasets import Dataset
+    from peft import LoraConfig as PeftLoraConfig
+    from transformers.trainer_callback import PrinterCallback
+    from trl import GRPOTrainer
+
+    key = run_key(training, lora, data, base, seed)
+    folder = f"runs/{key}"
+    model, tokenizer = load_model_and_tokenizer(base, store)
+    dataset = Dataset.from_list(store.read_jsonl(data.train))
+    peft_config = PeftLoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    with tempfile.TemporaryDirectory(prefix="tucano-train-") as tmp:
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=trl_reward_functions(),
+            args=grpo_config(training, seed, Path(tmp) / "checkpoints"),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=[_checkpoint_uploader(store, f"{folder}/checkpoints"), _step_logger()],
+        )
+        # The default printer dumps every metric dict to stdout; _step_logger says what matters.
+        trainer.remove_callback(PrinterCallback)
+        log.info("training seed %d (run %s) for %d steps", seed, key, training.max_steps)
+        trainer.train()
+        adapter_dir = Path(tmp) / "adapter"
+        trainer.save_model(str(adapter_dir))
+        store.put_dir(adapter_dir, f"{folder}/adapter")
+        fingerprint = store.dir_digest(f"{folder}/adapter")
+    store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
+    return Adapter(
+        fingerprint=fingerprint,
+        seed=seed,
+        run_key=key,
+        folder=f"{folder}/adapter",
+        log_history=f"{folder}/log_history.json",
+        global_step=trainer.state.global_step,
+    )
+
+
+train_seed_task = task(
+    train_seed,
+    name="train-seed",
+    task_run_name="train-seed-{seed}",
+    cache_policy=ContentKey(modules=("tasks.train", "tasks.model", "rewards")),
+    persist_result=True,
+    retries=1,
+    retry_delay_seconds=10,
+)
