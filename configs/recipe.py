@@ -45,7 +45,9 @@ class DataConfig(_Strict):
     @model_validator(mode="after")
     def _mix_is_a_distribution(self) -> DataConfig:
         if set(self.task_mix) != set(TASKS):
-            raise ValueError(f"task_mix must name every task {list(TASKS)}, got {list(self.task_mix)}")
+            raise ValueError(
+                f"task_mix must name every task {list(TASKS)}, got {list(self.task_mix)}"
+            )
         if any(share < 0 for share in self.task_mix.values()):
             raise ValueError(f"task_mix shares must be >= 0, got {self.task_mix}")
         if abs(sum(self.task_mix.values()) - 1.0) > 1e-6:
@@ -53,7 +55,9 @@ class DataConfig(_Strict):
         if set(self.eval_per_task) != set(TASKS):
             raise ValueError(f"eval_per_task must name every task {list(TASKS)}")
         if any(n < 1 for n in self.eval_per_task.values()):
-            raise ValueError(f"eval_per_task needs at least 1 prompt per task, got {self.eval_per_task}")
+            raise ValueError(
+                f"eval_per_task needs at least 1 prompt per task, got {self.eval_per_task}"
+            )
         return self
 
     def train_counts(self) -> dict[str, int]:
@@ -186,7 +190,11 @@ def load_recipe(path: str | Path) -> Recipe:
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-            + (f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else "")
+            + (
+                f" (got {err['input']!r})"
+                if "input" in err and not isinstance(err["input"], dict)
+                else ""
+            )
             for err in exc.errors()
         )
         raise RecipeError(f"{path}: invalid recipe: {problems}") from exc

@@ -39,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=str(DEFAULT_RECIPE), help="YAML recipe (configs/)")
     common.add_argument(
-        "--artifacts", default=DEFAULT_ARTIFACTS, help="artifact store: a folder or s3://bucket/prefix"
+        "--artifacts",
+        default=DEFAULT_ARTIFACTS,
+        help="artifact store: a folder or s3://bucket/prefix",
     )
     common.add_argument(
         "--data", default=DEFAULT_DATA, help="folder with the Olist CSVs (local or s3://)"
@@ -84,7 +86,9 @@ def _summary(store: ArtifactStore, result: Any) -> str:
     if isinstance(result, PreparedData):
         return f"prepared data: {store.uri(result.folder)} {result.counts}"
     if isinstance(result, Adapter):
-        return f"adapter (seed {result.seed}, step {result.global_step}): {store.uri(result.folder)}"
+        return (
+            f"adapter (seed {result.seed}, step {result.global_step}): {store.uri(result.folder)}"
+        )
     if isinstance(result, AuditResult):
         return "reward audit passed"
     base_eval, tuned = result
@@ -93,6 +97,7 @@ def _summary(store: ArtifactStore, result: Any) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    logging.getLogger("tucano").setLevel(logging.INFO)
     try:
         load_recipe(args.config)
     except RecipeError as exc:

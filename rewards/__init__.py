@@ -37,13 +37,17 @@ def trl_reward_function(task: str) -> Callable[..., list[float | None]]:
     """A TRL reward function for one task: None for other tasks' rows, so TRL ignores them."""
     scorer = SCORERS[task]
 
-    def reward(completions: Sequence[Any], task: Sequence[str], **columns: Any) -> list[float | None]:
+    def reward(
+        completions: Sequence[Any], task: Sequence[str], **columns: Any
+    ) -> list[float | None]:
         out: list[float | None] = []
         for index, completion in enumerate(completions):
             if task[index] != reward.task:
                 out.append(None)
                 continue
-            context = {name: values[index] for name, values in columns.items() if _is_column(values)}
+            context = {
+                name: values[index] for name, values in columns.items() if _is_column(values)
+            }
             out.append(scorer(completion_text(completion), **context).total)
         return out
 

@@ -44,9 +44,10 @@ def score(completion: Any, **_: Any) -> Score:
     words = re.findall(r"[a-z]{2,}", folded)
     if len(words) < MIN_WORDS:
         return Score(0.0, {"length": 0.0, "portuguese": 0.0, "creativity": 0.0, "formal": 0.0})
-    portuguese = 0.5 * bool(_ACCENTED.search(text[:MAX_CHARS * 2])) + 0.5 * min(
-        distinct_hits(folded, PORTUGUESE_STEMS), 2
-    ) / 2
+    portuguese = (
+        0.5 * bool(_ACCENTED.search(text[: MAX_CHARS * 2]))
+        + 0.5 * min(distinct_hits(folded, PORTUGUESE_STEMS), 2) / 2
+    )
     generic = any(phrase in folded for phrase in GENERIC_PHRASES)
     components = {
         "length": W_LENGTH * length_credit(len(text)),

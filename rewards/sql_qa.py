@@ -3,7 +3,7 @@
 Tier 1, SQL structure 0.30: at least three SQL keywords (proportional below three).
 Tier 2, query + explanation 0.25: a SELECT ... FROM query and prose beside it.
 Tier 3, concrete numbers 0.25: the explanation states numbers.
-Tier 4, domain coherence 0.20: Portuguese business vocabulary (three distinct words for full credit).
+Tier 4, domain coherence 0.20: Portuguese business words (three distinct for full credit).
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def score(completion: Any, **_: Any) -> Score:
     prose = f"{text[: query[0]]} {text[query[1] :]}" if query else text
     prose_words = len(re.findall(r"[^\W\d_]{2,}", prose))
     components = {
-        "structure": W_STRUCTURE * min(keywords, KEYWORDS_FOR_FULL_STRUCTURE)
+        "structure": W_STRUCTURE
+        * min(keywords, KEYWORDS_FOR_FULL_STRUCTURE)
         / KEYWORDS_FOR_FULL_STRUCTURE,
         "query_and_explanation": W_QUERY_AND_EXPLANATION
         if query and prose_words >= MIN_EXPLANATION_WORDS

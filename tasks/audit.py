@@ -44,18 +44,23 @@ _ANALYSIS = (
 PROBES: dict[str, tuple[str, Callable[[], bool]]] = {
     "pt_decimal_parses": (
         "V4: '4,5' made the whole JSON unparseable and extraction scored 0",
-        lambda: score("extraction", _GOOD_JSON.replace(": 1,", ": 4,5,", 1)).components["json"]
-        > 0,
+        lambda: score("extraction", _GOOD_JSON.replace(": 1,", ": 4,5,", 1)).components["json"] > 0,
     ),
     "bool_is_not_an_integer": (
         "V4.2.1: isinstance(True, int) let a boolean pass as sentiment_score",
-        lambda: score("extraction", _GOOD_JSON.replace('"sentiment_score": 1', '"sentiment_score": true')).total
-        < score("extraction", _GOOD_JSON).total,
+        lambda: (
+            score(
+                "extraction", _GOOD_JSON.replace('"sentiment_score": 1', '"sentiment_score": true')
+            ).total
+            < score("extraction", _GOOD_JSON).total
+        ),
     ),
     "echoed_string_is_not_a_boolean": (
         'base model answered "delivery_issue": "delivery_issue"',
-        lambda: score("extraction", _GOOD_JSON.replace("true", '"delivery_issue"', 1)).total
-        < score("extraction", _GOOD_JSON).total,
+        lambda: (
+            score("extraction", _GOOD_JSON.replace("true", '"delivery_issue"', 1)).total
+            < score("extraction", _GOOD_JSON).total
+        ),
     ),
     "routed_by_task_not_text": (
         "V4.2.1: an insights answer about 'reengajamento' was scored as a push notification",
@@ -63,17 +68,29 @@ PROBES: dict[str, tuple[str, Callable[[], bool]]] = {
     ),
     "long_push_gets_no_length_credit": (
         "V4.2.1: 200+ character pushes still earned length credit",
-        lambda: score("push", "Olá, " + "aproveite nossas novidades " * 10).components["length"]
-        == 0.0,
+        lambda: (
+            score("push", "Olá, " + "aproveite nossas novidades " * 10).components["length"] == 0.0
+        ),
     ),
     "formal_push_is_penalised": (
         "V4.2.1: formal e-mails (prezado, atenciosamente) passed as pushes",
-        lambda: score("push", "Prezado cliente, seu pedido chegou. Atenciosamente.").components[
-            "formal"
-        ]
-        < 0,
+        lambda: (
+            score("push", "Prezado cliente, seu pedido chegou. Atenciosamente.").components[
+                "formal"
+            ]
+            < 0
+        ),
     ),
 }
+
+
+def _run_probe(why: str, check: Callable[[], bool]) -> dict[str, Any]:
+    try:
+        return {"passed": bool(check()), "why": why}
+    except (
+        Exception
+    ) as exc:  # a reward that crashes on a probe fails it, it does not crash the gate
+        return {"passed": False, "why": f"{why}; raised {type(exc).__name__}: {exc}"}
 
 
 def load_audit_set(path: Path = AUDIT_SET) -> list[dict[str, Any]]:
@@ -111,8 +128,7 @@ def audit_rewards(config: AuditConfig, audit_set: Path = AUDIT_SET) -> AuditResu
             ),
         }
     for name, (why, check) in PROBES.items():
-        passed = bool(check())
-        per_task[f"probe:{name}"] = {"passed": passed, "why": why}
+        per_task[f"probe:{name}"] = _run_probe(why, check)
     passed = all(entry["passed"] for entry in per_task.values())
     digest = hashlib.sha256(json.dumps(per_task, sort_keys=True).encode()).hexdigest()
     return AuditResult(fingerprint=digest, passed=passed, per_task=per_task)

@@ -105,7 +105,9 @@ def build_report(
     store: ArtifactStore,
 ) -> ReportArtifact:
     base_rows = store.read_jsonl(base_eval.rows)
-    rows_by_seed = {int(e.seed): store.read_jsonl(e.rows) for e in tuned_evals if e.seed is not None}
+    rows_by_seed = {
+        int(e.seed): store.read_jsonl(e.rows) for e in tuned_evals if e.seed is not None
+    }
     report = {
         "recipe": recipe.name,
         "config_fingerprint": recipe.fingerprint(),

@@ -1,4 +1,4 @@
-"""The artifact store: one root URI (a local folder or s3://bucket/prefix) for everything a run makes.
+"""The artifact store: one root URI (a folder or s3://bucket/prefix) for everything a run makes.
 
 Writes are all-or-nothing. A file is written to a temporary name and renamed (locally) or put as
 one object (S3, where a PUT is atomic). A folder (a model, a checkpoint) is complete only once its
@@ -122,7 +122,9 @@ class ArtifactStore:
     def local_dir(self, rel: str, cache_root: str | os.PathLike[str] | None = None) -> Path:
         """A local folder with a complete artifact's files (the store's own, when it is local)."""
         if not self.is_complete(rel):
-            raise FileNotFoundError(f"{self.uri(rel)} is not a complete artifact (no {COMPLETE_MARKER})")
+            raise FileNotFoundError(
+                f"{self.uri(rel)} is not a complete artifact (no {COMPLETE_MARKER})"
+            )
         if self.is_local:
             return Path(self.path(rel))
         cache_root = Path(cache_root or tempfile.gettempdir()) / "tucano-store-cache"

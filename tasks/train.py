@@ -27,7 +27,11 @@ log = logging.getLogger("tucano.train")
 
 
 def run_key(
-    training: TrainingConfig, lora: LoraConfig, data: PreparedData, base: BaseModelArtifact, seed: int
+    training: TrainingConfig,
+    lora: LoraConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    seed: int,
 ) -> str:
     """Names one training run: same recipe, data, base model and seed -> same key."""
     identity = {
@@ -98,7 +102,9 @@ def _step_logger() -> Any:
     class LogSteps(TrainerCallback):
         """One line per logging step with what tells a healthy GRPO run from a dead one."""
 
-        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
+        ) -> None:
             if logs and "reward" in logs:
                 log.info(
                     "step %d/%d reward %.3f (std %.3f) frac_reward_zero_std %.2f entropy %.3f "

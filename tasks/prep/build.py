@@ -55,7 +55,8 @@ def _deal_orders(
     n_eval, n_train = eval_["push"], train["push"]
     if len(rest) < n_eval + n_train:
         raise ValueError(
-            f"after extraction, {len(rest)} orders are left; push needs {n_train} train + {n_eval} eval"
+            f"after extraction, {len(rest)} orders are left; "
+            f"push needs {n_train} train + {n_eval} eval"
         )
     dealt["eval_push"] = rest.iloc[:n_eval]
     dealt["train_push"] = rest.iloc[n_eval : n_eval + n_train]

@@ -83,7 +83,9 @@ def _slices(orders: pd.DataFrame) -> Iterator[tuple[str, str | None]]:
         yield f"state:{uf}", _summary(f"categorias em {uf}", group, "category", "categoria")
         yield (
             f"months:{uf}",
-            _summary(f"evolução mensal em {uf}", months[months["customer_state"] == uf], "mes", "mês"),
+            _summary(
+                f"evolução mensal em {uf}", months[months["customer_state"] == uf], "mes", "mês"
+            ),
         )
     for category, group in orders[orders["category"] != ""].groupby("category"):
         yield (

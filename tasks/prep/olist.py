@@ -166,9 +166,7 @@ def _load_table(uri: str, spec: TableSpec) -> pd.DataFrame:
         raise OlistSchemaError(f"{path}: cannot be read as CSV: {exc}") from exc
     missing = [column for column in spec.columns if column not in frame.columns]
     if missing:
-        raise OlistSchemaError(
-            f"{path}: missing column(s) {missing}; found {list(frame.columns)}"
-        )
+        raise OlistSchemaError(f"{path}: missing column(s) {missing}; found {list(frame.columns)}")
     if frame.empty:
         raise OlistSchemaError(f"{path}: table is empty (header only)")
     frame = frame[list(spec.columns)].copy()

@@ -21,7 +21,9 @@ def order_view(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         .rename(columns={"product_category_name": "category"})
     )
     totals = items.groupby("order_id", as_index=False).agg(
-        items_value=("price", "sum"), freight_value=("freight_value", "sum"), n_items=("price", "size")
+        items_value=("price", "sum"),
+        freight_value=("freight_value", "sum"),
+        n_items=("price", "size"),
     )
     reviews = _one_review_per_order(tables["order_reviews"])
     first_items["category"] = first_items["category"].fillna("")

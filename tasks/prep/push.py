@@ -29,9 +29,15 @@ STATUS_PT = {
 # What a retailer's CRM would want from a customer in each situation.
 OBJECTIVES = {
     "in_transit": ("avisar que o pedido está a caminho", "tranquilizar sobre o prazo de entrega"),
-    "unhappy": ("recuperar o cliente insatisfeito com um cupom", "pedir desculpas e oferecer ajuda"),
+    "unhappy": (
+        "recuperar o cliente insatisfeito com um cupom",
+        "pedir desculpas e oferecer ajuda",
+    ),
     "unreviewed": ("pedir uma avaliação da compra", "lembrar de avaliar o produto recebido"),
-    "happy": ("sugerir uma nova compra na mesma categoria", "oferecer frete grátis na próxima compra"),
+    "happy": (
+        "sugerir uma nova compra na mesma categoria",
+        "oferecer frete grátis na próxima compra",
+    ),
     "lost": ("reengajar o cliente após o cancelamento", "trazer o cliente de volta com uma oferta"),
 }
 

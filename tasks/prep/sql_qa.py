@@ -58,7 +58,8 @@ TEMPLATES: tuple[Template, ...] = (
         "delivered_by_state_year",
         "Quantos pedidos de clientes de {uf} comprados em {year} foram entregues?",
         f"SELECT COUNT(*) FROM orders o {_CUSTOMER_JOIN} WHERE c.customer_state = '{{uf}}' "
-        "AND o.order_status = 'delivered' AND strftime('%Y', o.order_purchase_timestamp) = '{year}'",
+        "AND o.order_status = 'delivered' "
+        "AND strftime('%Y', o.order_purchase_timestamp) = '{year}'",
         ("uf", "year"),
     ),
     Template(
@@ -145,7 +146,8 @@ TEMPLATES: tuple[Template, ...] = (
     Template(
         "top_categories_year",
         "Quais são as 3 categorias com mais itens vendidos em {year}?",
-        f"SELECT p.product_category_name, COUNT(*) AS itens FROM order_items i {_ITEM_PRODUCT_JOIN} "
+        "SELECT p.product_category_name, COUNT(*) AS itens "
+        f"FROM order_items i {_ITEM_PRODUCT_JOIN} "
         "JOIN orders o ON o.order_id = i.order_id "
         "WHERE strftime('%Y', o.order_purchase_timestamp) = '{year}' "
         "AND p.product_category_name IS NOT NULL "

@@ -1,0 +1,41 @@
+"""Shared fixtures: the shipped Olist data, one real data prep, a Prefect test server."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from configs.recipe import DataConfig
+from tasks.manifests import PreparedData
+from tasks.prep.build import prepare_data
+from tasks.prep.olist import fingerprint_source
+from tasks.store import ArtifactStore
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_DATA = REPO_ROOT / "data" / "olist"
+
+
+@pytest.fixture
+def olist_copy(tmp_path: Path) -> Path:
+    """A writable copy of the shipped Olist folder, for tests that break it."""
+    target = tmp_path / "olist"
+    shutil.copytree(SHIPPED_DATA, target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[ArtifactStore, PreparedData]:
+    """The default data prep on the shipped data, run once for the whole session."""
+    store = ArtifactStore(tmp_path_factory.mktemp("prep-store"))
+    return store, prepare_data(fingerprint_source(str(SHIPPED_DATA)), DataConfig(), store)
+
+
+@pytest.fixture(scope="session")
+def prefect_api():
+    """A real (temporary, SQLite) Prefect server for the tests that run flows."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield

@@ -1,0 +1,214 @@
+"""The whole DAG on a real (temporary) Prefect server, on the shipped Olist data, on CPU.
+
+One small recipe runs the pipeline end to end with real data prep, real GRPO steps, real
+generation, real scoring and real statistics; a second run with nothing changed must come
+entirely from the cache; a third run with one eval setting changed must recompute only eval.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterParentFlowRunId,
+)
+from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
+from scipy.stats import wilcoxon
+
+import rewards
+from configs.recipe import TASKS
+from flows.cli import results_in_store
+from flows.pipeline import data_flow, pipeline_flow
+from tasks.audit import AuditFailed
+from tasks.store import ArtifactStore
+
+from .conftest import SHIPPED_DATA
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
+
+SMALL_RECIPE = {
+    "name": "test_tiny",
+    "seeds": [1, 2],
+    "data": {
+        "train_size": 120,
+        "eval_per_task": {"extraction": 6, "sql_qa": 6, "insights": 5, "push": 5},
+    },
+    "model": {
+        "source": "tiny",
+        "tiny": {
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "intermediate_size": 128,
+            "tokenizer_vocab_size": 1024,
+        },
+    },
+    "training": {
+        "learning_rate": 5e-4,
+        "num_generations": 4,
+        "prompts_per_step": 2,
+        "max_completion_length": 24,
+        "max_steps": 4,
+        "save_steps": 2,
+    },
+    "evaluation": {"max_new_tokens": 24, "batch_size": 22},
+}
+
+
+def _write_recipe(path: Path, **overrides: dict) -> str:
+    recipe = json.loads(json.dumps(SMALL_RECIPE))
+    for section, values in overrides.items():
+        recipe[section].update(values)
+    path.write_text(yaml.safe_dump(recipe))
+    return str(path)
+
+
+def _task_states(flow_state) -> dict[str, list[str]]:
+    """Task-run state names of a flow run and its subflow runs, by task-run name."""
+    root = flow_state.state_details.flow_run_id
+    with get_client(sync_client=True) as client:
+        children = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[root])
+            ),
+            sort=FlowRunSort.ID_DESC,
+            limit=200,
+        )
+        ids = [root, *(run.id for run in children)]
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids)),
+            sort=TaskRunSort.ID_DESC,
+            limit=200,
+        )
+    states: dict[str, list[str]] = defaultdict(list)
+    for run in runs:
+        states[run.name].append(run.state.name)
+    return states
+
+
+def _states_of(states: dict[str, list[str]], prefix: str) -> list[str]:
+    return [name for task, names in states.items() if task.startswith(prefix) for name in names]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    config = _write_recipe(root / "recipe.yaml")
+    store = ArtifactStore(root / "artifacts")
+    with results_in_store(store):
+        state = pipeline_flow(config, store.root, str(SHIPPED_DATA), return_state=True)
+    return root, config, store, state
+
+
+def test_pipeline_writes_a_complete_report(first_run) -> None:
+    _, _, store, state = first_run
+    report_artifact = state.result()
+    report = store.read_json(report_artifact.report_json)
+    assert report["seeds"] == [1, 2]
+    for results in [report["comparison"]["pooled"], *report["comparison"]["per_seed"].values()]:
+        assert set(results) == {*TASKS, "overall"}
+        for entry in results.values():
+            for key in ("n", "base_mean", "tuned_mean", "delta", "statistic", "p_value"):
+                assert entry[key] is not None, key
+            assert 0.0 <= entry["p_value"] <= 1.0
+    assert results["overall"]["n"] == 22
+    markdown = store.read_text(report_artifact.report_md)
+    assert "| **OVERALL** | 22 |" in markdown
+
+
+def test_report_agrees_with_a_recomputation_from_the_saved_scores(first_run) -> None:
+    _, _, store, state = first_run
+    report_artifact = state.result()
+    report = store.read_json(report_artifact.report_json)
+    scores = store.read_jsonl(report_artifact.scores)
+    base = {row["prompt_id"]: row for row in scores if row["model"] == "base"}
+    tuned: dict[str, list[float]] = defaultdict(list)
+    for row in scores:
+        if row["model"] != "base":
+            tuned[row["prompt_id"]].append(row["total"])
+    assert len(base) == 22 and all(len(v) == 2 for v in tuned.values())
+    for task in (*TASKS, "overall"):
+        ids = [pid for pid, row in base.items() if task == "overall" or row["task"] == task]
+        b = np.array([base[pid]["total"] for pid in ids])
+        t = np.array([np.mean(tuned[pid]) for pid in ids])
+        entry = report["comparison"]["pooled"][task]
+        assert entry["base_mean"] == pytest.approx(b.mean())
+        assert entry["tuned_mean"] == pytest.approx(t.mean())
+        if np.any(t != b):
+            expected = wilcoxon(t, b, alternative="greater")
+            assert entry["statistic"] == pytest.approx(expected.statistic)
+            assert entry["p_value"] == pytest.approx(expected.pvalue)
+
+
+def test_every_seed_trained_real_grpo_steps_with_checkpoints_in_the_store(first_run) -> None:
+    _, _, store, state = first_run
+    report = store.read_json(state.result().report_json)
+    for adapter in report["adapters"]:
+        assert adapter["global_step"] == 4
+        history = store.read_json(adapter["log_history"])
+        assert [h["step"] for h in history if "reward" in h] == [1, 2, 3, 4]
+        run = adapter["folder"].rsplit("/", 1)[0]
+        assert store.is_complete(f"{run}/checkpoints/checkpoint-2")
+        assert store.is_complete(f"{run}/checkpoints/checkpoint-4")
+        assert store.is_complete(adapter["folder"])
+
+
+def test_second_run_with_nothing_changed_comes_from_the_cache(first_run) -> None:
+    _, config, store, first = first_run
+    with results_in_store(store):
+        second = pipeline_flow(config, store.root, str(SHIPPED_DATA), return_state=True)
+    assert second.result() == first.result()
+    states = _task_states(second)
+    for prefix in (
+        "prepare-data",
+        "reward-audit",
+        "prepare-base-model",
+        "train-seed",
+        "evaluate-model",
+        "report",
+    ):
+        assert _states_of(states, prefix), prefix
+        assert set(_states_of(states, prefix)) == {"Cached"}, prefix
+
+
+def test_changing_an_eval_setting_recomputes_only_evaluation(first_run) -> None:
+    root, _, store, _ = first_run
+    config = _write_recipe(root / "hotter.yaml", evaluation={"temperature": 0.7})
+    with results_in_store(store):
+        state = pipeline_flow(config, store.root, str(SHIPPED_DATA), return_state=True)
+    states = _task_states(state)
+    for prefix in ("prepare-data", "reward-audit", "prepare-base-model", "train-seed"):
+        assert set(_states_of(states, prefix)) == {"Cached"}, prefix
+    assert set(_states_of(states, "evaluate-model")) == {"Completed"}
+
+
+def test_data_cache_follows_content_not_location(first_run, olist_copy: Path) -> None:
+    _, config, store, _ = first_run
+    with results_in_store(store):
+        moved = data_flow(config, store.root, str(olist_copy), return_state=True)
+        assert _states_of(_task_states(moved), "prepare-data") == ["Cached"]
+        with (olist_copy / "olist_sellers_dataset.csv").open("a", encoding="utf-8") as handle:
+            handle.write("ffffffffffffffffffffffffffffffff,01001,sao paulo,SP\n")
+        changed = data_flow(config, store.root, str(olist_copy), return_state=True)
+        assert _states_of(_task_states(changed), "prepare-data") == ["Completed"]
+
+
+def test_a_failing_audit_stops_the_pipeline_before_training(tmp_path: Path, monkeypatch) -> None:
+    # The seed's pre-hotfix push reward: longer is better, formal letters welcome.
+    monkeypatch.setitem(
+        rewards.SCORERS, "push", lambda text, **_: rewards.Score(min(1.0, len(text) / 300))
+    )
+    config = _write_recipe(tmp_path / "recipe.yaml")
+    store = ArtifactStore(tmp_path / "artifacts")
+    with results_in_store(store), pytest.raises(AuditFailed, match="push: Spearman rho"):
+        pipeline_flow(config, store.root, str(SHIPPED_DATA))
+    assert not store.exists("runs") and not store.exists("models")

@@ -1,0 +1,105 @@
+"""Data prep on the real shipped Olist subset: proportions, determinism, no leakage, real golds."""
+
+import json
+from pathlib import Path
+
+from configs.recipe import TASKS, DataConfig
+from tasks.prep.build import prepare_data
+from tasks.prep.database import query
+from tasks.prep.olist import fingerprint_source
+from tasks.prep.rows import CONTEXT_COLUMNS
+from tasks.store import ArtifactStore
+
+from .conftest import SHIPPED_DATA
+
+
+def _rows(prepared, split: str) -> list[dict]:
+    store, manifest = prepared
+    return store.read_jsonl(manifest.train if split == "train" else manifest.eval)
+
+
+def test_sizes_and_task_mix_are_the_seeds(prepared) -> None:
+    train, eval_ = _rows(prepared, "train"), _rows(prepared, "eval")
+    assert len(train) == 1480 and len(eval_) == 65
+    count = {split: {t: sum(r["task"] == t for r in rows) for t in TASKS} for split, rows in
+             (("train", train), ("eval", eval_))}  # fmt: skip
+    assert count["train"] == {"extraction": 592, "sql_qa": 592, "insights": 148, "push": 148}
+    assert count["eval"] == {"extraction": 20, "sql_qa": 15, "insights": 15, "push": 15}
+    assert prepared[1].counts == count
+
+
+def test_every_row_is_a_chat_prompt_with_its_task_and_context_columns(prepared) -> None:
+    for row in _rows(prepared, "train") + _rows(prepared, "eval"):
+        assert row["task"] in TASKS
+        assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+        assert set(CONTEXT_COLUMNS) <= set(row)
+
+
+def test_no_order_review_or_prompt_is_in_both_splits(prepared) -> None:
+    train, eval_ = _rows(prepared, "train"), _rows(prepared, "eval")
+    for key in ("order_id", "review_id", "prompt_id", "question", "data_summary"):
+        train_values = {r[key] for r in train if r[key] is not None}
+        eval_values = {r[key] for r in eval_ if r[key] is not None}
+        assert not train_values & eval_values, key
+    prompt_text = {json.dumps(r["prompt"]) for r in train}
+    assert not any(json.dumps(r["prompt"]) in prompt_text for r in eval_)
+
+
+def test_an_order_is_used_at_most_once(prepared) -> None:
+    orders = [
+        r["order_id"] for r in _rows(prepared, "train") + _rows(prepared, "eval") if r["order_id"]
+    ]
+    assert len(orders) == len(set(orders))
+
+
+def test_gold_columns_come_from_the_data(prepared) -> None:
+    store, manifest = prepared
+    database = Path(store.path(manifest.database))
+    extraction = [r for r in _rows(prepared, "eval") if r["task"] == "extraction"]
+    for row in extraction:
+        assert 1 <= row["review_score"] <= 5
+        ((score,),) = query(
+            database,
+            f"SELECT review_score FROM order_reviews WHERE review_id = '{row['review_id']}'",
+        )
+        assert score == row["review_score"]
+        late = query(
+            database,
+            "SELECT order_delivered_customer_date > order_estimated_delivery_date FROM orders "
+            f"WHERE order_id = '{row['order_id']}' AND order_delivered_customer_date IS NOT NULL",
+        )
+        assert row["gold_delivered_late"] == (bool(late[0][0]) if late else None)
+    for row in _rows(prepared, "eval"):
+        if row["task"] == "sql_qa":
+            assert json.loads(row["gold_answer"]) == query(database, row["gold_sql"])
+
+
+def test_prep_is_deterministic_for_a_seed_and_changes_with_it(prepared, tmp_path: Path) -> None:
+    store, manifest = prepared
+    again = prepare_data(
+        fingerprint_source(str(SHIPPED_DATA)), DataConfig(), ArtifactStore(tmp_path / "a")
+    )
+    assert again.fingerprint == manifest.fingerprint
+    for name in ("train", "eval", "database"):
+        assert store.read_bytes(getattr(manifest, name)) == ArtifactStore(
+            tmp_path / "a"
+        ).read_bytes(getattr(again, name))
+    other = prepare_data(
+        fingerprint_source(str(SHIPPED_DATA)),
+        DataConfig(prep_seed=1),
+        ArtifactStore(tmp_path / "b"),
+    )
+    assert other.fingerprint != manifest.fingerprint
+
+
+def test_source_fingerprint_follows_content_not_location(olist_copy: Path) -> None:
+    assert (
+        fingerprint_source(str(olist_copy)).fingerprint
+        == fingerprint_source(str(SHIPPED_DATA)).fingerprint
+    )
+    with (olist_copy / "olist_sellers_dataset.csv").open("a", encoding="utf-8") as handle:
+        handle.write("ffffffffffffffffffffffffffffffff,01001,sao paulo,SP\n")
+    assert (
+        fingerprint_source(str(olist_copy)).fingerprint
+        != fingerprint_source(str(SHIPPED_DATA)).fingerprint
+    )

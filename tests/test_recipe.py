@@ -1,0 +1,73 @@
+from pathlib import Path
+
+import pytest
+
+from configs.recipe import CONFIG_DIR, DataConfig, RecipeError, load_recipe
+
+
+@pytest.mark.parametrize("name", ["cpu_tiny.yaml", "l4_v42.yaml"])
+def test_shipped_recipes_validate(name: str) -> None:
+    recipe = load_recipe(CONFIG_DIR / name)
+    assert recipe.seeds == [42, 123, 456]
+    assert sum(recipe.data.eval_per_task.values()) == 65
+
+
+def test_l4_recipe_states_the_seed_v42_run() -> None:
+    recipe = load_recipe(CONFIG_DIR / "l4_v42.yaml")
+    training = recipe.training
+    assert recipe.model.name_or_path == "Polygl0t/Tucano2-qwen-0.5B-Instruct"
+    assert recipe.model.load_in_4bit
+    assert (recipe.lora.r, recipe.lora.alpha) == (16, 32)
+    assert training.learning_rate == 5e-6
+    assert training.lr_scheduler_type == "constant_with_warmup"
+    assert training.warmup_ratio == 0.05
+    assert training.beta == 0.0
+    assert training.scale_rewards == "none"
+    assert (training.num_generations, training.prompts_per_step) == (16, 2)
+    assert training.max_completion_length == 512
+    assert training.temperature == 1.0
+    assert (training.max_steps, training.eval_steps, training.save_steps) == (1500, 50, 100)
+    assert training.early_stopping_patience == 15
+    assert recipe.evaluation.temperature == 0.1
+
+
+def test_default_proportions_are_the_seeds() -> None:
+    assert DataConfig().train_counts() == {
+        "extraction": 592,
+        "sql_qa": 592,
+        "insights": 148,
+        "push": 148,
+    }
+
+
+def test_rounding_keeps_the_total() -> None:
+    config = DataConfig(
+        train_size=101,
+        task_mix={"extraction": 0.33, "sql_qa": 0.33, "insights": 0.17, "push": 0.17},
+    )
+    assert sum(config.train_counts().values()) == 101
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "names"),
+    [
+        ("name: x\ntraining: {learnig_rate: 0.1}\n", "training.learnig_rate"),
+        ("name: x\ntraining: {temperature: -1}\n", "training.temperature"),
+        ("name: x\ndata: {task_mix: {extraction: 1.0}}\n", "task_mix"),
+        ("name: x\nmodel: {source: pretrained}\n", "name_or_path"),
+        ("name: x\nseeds: [1, 1]\n", "seeds must be distinct"),
+        ("- just\n- a list\n", "must be a mapping"),
+    ],
+)
+def test_bad_recipe_names_file_and_field(tmp_path: Path, yaml_text: str, names: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(RecipeError) as error:
+        load_recipe(path)
+    assert str(path) in str(error.value)
+    assert names in str(error.value)
+
+
+def test_missing_recipe_is_named(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError, match="not found"):
+        load_recipe(tmp_path / "nope.yaml")

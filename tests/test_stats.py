@@ -1,0 +1,81 @@
+"""The Wilcoxon comparison against hand-computed cases."""
+
+import numpy as np
+import pytest
+from scipy.stats import wilcoxon
+
+from tasks.stats import OVERALL, compare, compare_rows, paired_test, scipy_auto_method
+
+
+def _rows(scores: dict[str, list[float]]) -> list[dict]:
+    return [
+        {"prompt_id": f"{task}-{i}", "task": task, "total": total}
+        for task, totals in scores.items()
+        for i, total in enumerate(totals)
+    ]
+
+
+def test_a_clear_improvement_is_detected() -> None:
+    # Ten prompts, every one better: W+ = 1+...+10 = 55, exact one-sided p = 1/2**10.
+    result = paired_test(
+        [0.1 * i for i in range(10)], [0.1 * i + 0.05 * (i + 1) for i in range(10)]
+    )
+    assert result["statistic"] == 55.0
+    assert result["p_value"] == pytest.approx(1 / 1024)
+    assert result["method"] == "exact"
+    assert result["delta"] == pytest.approx(0.275)
+
+
+def test_identical_models_are_not_significant() -> None:
+    result = paired_test([0.3, 0.5, 0.7], [0.3, 0.5, 0.7])
+    assert (result["p_value"], result["n_nonzero"]) == (1.0, 0)
+    assert "all differences are zero" in result["method"]
+
+
+def test_a_regression_is_not_reported_as_an_improvement() -> None:
+    result = paired_test([0.8] * 8, [0.8 - 0.01 * (i + 1) for i in range(8)])
+    assert result["delta"] < 0
+    assert result["p_value"] == pytest.approx(1.0)
+
+
+def test_zeros_are_dropped_and_ties_switch_the_method() -> None:
+    base = [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
+    tuned = [0.5, 0.6, 0.6, 0.7, 0.4, 0.8]  # one zero, tied |d| = 0.1 three times
+    result = paired_test(base, tuned)
+    expected = wilcoxon(
+        np.array(tuned), np.array(base), alternative="greater", zero_method="wilcox"
+    )
+    assert result["statistic"] == pytest.approx(expected.statistic)
+    assert result["p_value"] == pytest.approx(expected.pvalue)
+    assert result["method"] == "permutation"
+    assert result["n_nonzero"] == 5
+
+
+def test_method_follows_scipy_auto() -> None:
+    assert scipy_auto_method(np.arange(1, 11, dtype=float)) == "exact"
+    assert scipy_auto_method(np.arange(1, 61, dtype=float)) == "asymptotic"
+    assert scipy_auto_method(np.array([1.0, 1.0] * 10)) == "asymptotic"
+
+
+def test_per_task_and_overall_pairing_by_prompt_id() -> None:
+    base = _rows({"extraction": [0.1, 0.2, 0.3], "push": [0.5, 0.5]})
+    tuned = list(reversed(_rows({"extraction": [0.4, 0.5, 0.6], "push": [0.5, 0.5]})))
+    results = compare_rows(base, tuned, alpha=0.05)
+    assert results["extraction"]["delta"] == pytest.approx(0.3)
+    assert results["push"]["delta"] == pytest.approx(0.0)
+    assert results[OVERALL]["n"] == 5
+    assert "sql_qa" not in results
+
+
+def test_pooled_uses_the_mean_over_seeds() -> None:
+    base = _rows({"push": [0.2, 0.2]})
+    report = compare(
+        base, {1: _rows({"push": [0.4, 0.2]}), 2: _rows({"push": [0.2, 0.6]})}, alpha=0.05
+    )
+    assert report["pooled"]["push"]["tuned_mean"] == pytest.approx(0.35)
+    assert set(report["per_seed"]) == {"1", "2"}
+
+
+def test_missing_tuned_scores_are_an_error() -> None:
+    with pytest.raises(ValueError, match="no tuned score"):
+        compare_rows(_rows({"push": [0.1, 0.2]}), _rows({"push": [0.1]}), alpha=0.05)
