@@ -100,14 +100,23 @@ def train_flow(
     return train_seed_task(recipe.training, recipe.lora, prepared, base, seed, store)
 
 
-@flow(name="tucano-eval")
-def eval_flow(
-    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
-) -> tuple[EvalRows, list[EvalRows]]:
+def _trained(
+    config: str, artifacts: str, data: str
+) -> tuple[Recipe, ArtifactStore, PreparedData, BaseModelArtifact, list[Adapter]]:
+    """Steps 1-3 for every seed of the recipe: cached results when they exist."""
     recipe, store = _open(config, artifacts)
     prepared = _prepare(recipe, store, data)
     base = prepare_base_model_task(recipe.model, prepared, store)
     adapters = [train_flow(config, artifacts, data, seed) for seed in recipe.seeds]
+    return recipe, store, prepared, base, adapters
+
+
+@flow(name="tucano-eval")
+def eval_flow(
+    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+) -> tuple[EvalRows, list[EvalRows]]:
+    # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
+    recipe, store, prepared, base, adapters = _trained(config, artifacts, data)
     # 4. Evaluation of the base model and every seed's tuned model on the eval split.
     return _evaluate(recipe, store, prepared, base, adapters)
 
@@ -116,11 +125,9 @@ def eval_flow(
 def compare_flow(
     config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
 ) -> ReportArtifact:
-    recipe, store = _open(config, artifacts)
-    prepared = _prepare(recipe, store, data)
-    base = prepare_base_model_task(recipe.model, prepared, store)
-    adapters = [train_flow(config, artifacts, data, seed) for seed in recipe.seeds]
-    # 5-6. Evaluation (cached), Wilcoxon comparison per task and overall, report.
+    # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
+    recipe, store, prepared, base, adapters = _trained(config, artifacts, data)
+    # 4-6. Evaluation (cached when done), Wilcoxon comparison per task and overall, report.
     return _report(recipe, store, prepared, base, adapters)
 
 

@@ -63,12 +63,7 @@ def build_tiny_model(config: TinyModelConfig, texts: list[str], out_dir: Path) -
     tokenizer = train_tokenizer(texts, config.tokenizer_vocab_size)
     model_config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=config.hidden_size,
-        num_hidden_layers=config.num_hidden_layers,
-        num_attention_heads=config.num_attention_heads,
-        num_key_value_heads=config.num_key_value_heads,
-        intermediate_size=config.intermediate_size,
-        max_position_embeddings=config.max_position_embeddings,
+        **config.model_dump(exclude={"tokenizer_vocab_size", "init_seed"}),
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -92,6 +87,12 @@ def corpus(prepared: PreparedData, store: ArtifactStore) -> list[str]:
 def prepare_base_model(
     config: ModelConfig, prepared: PreparedData, store: ArtifactStore
 ) -> BaseModelArtifact:
+    if config.load_in_4bit:
+        # Loud, not silent: a 4-bit recipe must never quietly train a full-precision model.
+        raise NotImplementedError(
+            "model.load_in_4bit: NF4 4-bit loading (the Unsloth GPU backend) is not built yet; "
+            "set model.load_in_4bit: false to train the model in full precision"
+        )
     if config.source == "pretrained":
         location = str(config.name_or_path)
         return BaseModelArtifact(

@@ -44,6 +44,15 @@ def run_key(
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# Recipe fields that are GRPOConfig fields of the same name and meaning.
+GRPO_PASSTHROUGH = (
+    "learning_rate", "lr_scheduler_type", "beta", "scale_rewards", "loss_type", "epsilon",
+    "epsilon_high", "mask_truncated_completions", "multi_objective_aggregation",
+    "num_generations", "max_completion_length", "temperature", "top_p", "max_steps",
+    "save_steps", "logging_steps",
+)  # fmt: skip
+
+
 def grpo_config(training: TrainingConfig, seed: int, output_dir: Path) -> Any:
     import torch
     from trl import GRPOConfig
@@ -53,27 +62,14 @@ def grpo_config(training: TrainingConfig, seed: int, output_dir: Path) -> Any:
         output_dir=str(output_dir),
         seed=seed,
         data_seed=seed,
-        learning_rate=training.learning_rate,
-        lr_scheduler_type=training.lr_scheduler_type,
+        **training.model_dump(include=set(GRPO_PASSTHROUGH)),
         warmup_steps=training.warmup_ratio,
-        beta=training.beta,
-        scale_rewards=training.scale_rewards,
-        loss_type=training.loss_type,
-        epsilon=training.epsilon,
-        epsilon_high=training.epsilon_high,
-        mask_truncated_completions=training.mask_truncated_completions,
-        multi_objective_aggregation=training.multi_objective_aggregation,
-        num_generations=training.num_generations,
+        # Every completion of a step is one batch: prompts_per_step groups of num_generations.
         per_device_train_batch_size=training.prompts_per_step * training.num_generations,
         gradient_accumulation_steps=1,
-        max_completion_length=training.max_completion_length,
-        temperature=training.temperature,
-        top_p=training.top_p,
+        # Sampling is the recipe's alone: no top-k from the model's generation_config.json.
         top_k=0,
-        max_steps=training.max_steps,
         save_strategy="steps",
-        save_steps=training.save_steps,
-        logging_steps=training.logging_steps,
         report_to=[],
         bf16=on_gpu and torch.cuda.is_bf16_supported(),
         use_cpu=not on_gpu,

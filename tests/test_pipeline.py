@@ -8,6 +8,7 @@ entirely from the cache; a third run with one eval setting changed must recomput
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -72,9 +73,27 @@ def _write_recipe(path: Path, **overrides: dict) -> str:
     return str(path)
 
 
-def _task_states(flow_state) -> dict[str, list[str]]:
-    """Task-run state names of a flow run and its subflow runs, by task-run name."""
-    root = flow_state.state_details.flow_run_id
+def _task_states(flow_state, settle_seconds: float = 30.0) -> dict[str, list[str]]:
+    """Task-run state names of a flow run and its subflow runs, by task-run name.
+
+    Prefect 3 records task-run states through its events pipeline, asynchronously: right after a
+    flow returns, some runs may not be recorded in their final state yet. Poll until they are.
+    """
+    deadline = time.monotonic() + settle_seconds
+    previous: dict[str, list[str]] | None = None
+    while True:
+        runs = _read_task_runs(flow_state.state_details.flow_run_id)
+        states: dict[str, list[str]] = defaultdict(list)
+        for run in runs:
+            states[run.name].append(run.state.name)
+        settled = all(run.state.is_final() for run in runs) and states == previous
+        if settled or time.monotonic() > deadline:
+            return states
+        previous = states
+        time.sleep(0.5)
+
+
+def _read_task_runs(root):
     with get_client(sync_client=True) as client:
         children = client.read_flow_runs(
             flow_run_filter=FlowRunFilter(
@@ -89,10 +108,7 @@ def _task_states(flow_state) -> dict[str, list[str]]:
             sort=TaskRunSort.ID_DESC,
             limit=200,
         )
-    states: dict[str, list[str]] = defaultdict(list)
-    for run in runs:
-        states[run.name].append(run.state.name)
-    return states
+    return runs
 
 
 def _states_of(states: dict[str, list[str]], prefix: str) -> list[str]:

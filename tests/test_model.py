@@ -1,0 +1,53 @@
+"""The tiny base model: built from config, deterministic, Qwen chat layout, nothing downloaded."""
+
+from pathlib import Path
+
+import pytest
+
+from configs.recipe import CONFIG_DIR, ModelConfig, TinyModelConfig, load_recipe
+from tasks.model import build_tiny_model, prepare_base_model
+
+TEXTS = ["O produto chegou com defeito e atrasado.", "Recomendo a loja, entrega rápida!"] * 50
+SMALL = TinyModelConfig(
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    intermediate_size=64,
+    tokenizer_vocab_size=600,
+)
+
+
+def test_tiny_model_is_deterministic_and_speaks_chatml(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    build_tiny_model(SMALL, TEXTS, tmp_path / "a")
+    build_tiny_model(SMALL, TEXTS, tmp_path / "b")
+    for name in ("model.safetensors", "tokenizer.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "a")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "a")
+    assert model.config.model_type == "qwen2"
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Olá, ação!"}], tokenize=False, add_generation_prompt=True
+    )
+    assert text == "<|im_start|>user\nOlá, ação!<|im_end|>\n<|im_start|>assistant\n"
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text  # byte-level: lossless
+    assert tokenizer.eos_token == "<|im_end|>"
+
+
+def test_a_4bit_recipe_is_refused_loudly_not_trained_in_full_precision() -> None:
+    recipe = load_recipe(CONFIG_DIR / "l4_v42.yaml")
+    with pytest.raises(NotImplementedError, match="load_in_4bit"):
+        prepare_base_model(recipe.model, None, None)  # type: ignore[arg-type]
+
+
+def test_pretrained_local_folder_is_fingerprinted_by_content(tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    config = ModelConfig(source="pretrained", name_or_path=str(folder))
+    first = prepare_base_model(config, None, None)  # type: ignore[arg-type]
+    (folder / "config.json").write_text('{"changed": true}')
+    assert prepare_base_model(config, None, None).fingerprint != first.fingerprint  # type: ignore[arg-type]
+    assert first.location == str(folder) and not first.in_store
