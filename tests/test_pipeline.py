@@ -17,11 +17,14 @@ import pytest
 import yaml
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
     FlowRunFilter,
     FlowRunFilterId,
     FlowRunFilterParentFlowRunId,
+    TaskRunFilter,
 )
-from prefect.client.schemas.sorting import FlowRunSort, TaskRunSort
+from prefect.client.schemas.sorting import ArtifactSort, FlowRunSort, TaskRunSort
 from scipy.stats import wilcoxon
 
 import rewards
@@ -139,6 +142,28 @@ def test_pipeline_writes_a_complete_report(first_run) -> None:
     assert results["overall"]["n"] == 22
     markdown = store.read_text(report_artifact.report_md)
     assert "| **OVERALL** | 22 |" in markdown
+
+
+def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
+    _, _, store, state = first_run
+    with get_client(sync_client=True) as client:
+        by_key = {
+            key: client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                # prefect 3.8.8's sync client sends None for these, which its server rejects
+                flow_run_filter=FlowRunFilter(),
+                task_run_filter=TaskRunFilter(),
+                sort=ArtifactSort.ID_DESC,
+                limit=5,
+                offset=0,
+            )
+            for key in ("tucano-comparison", "tucano-report", "tucano-reward-audit")
+        }
+    table = json.loads(by_key["tucano-comparison"][0].data)
+    assert {row["task"] for row in table} == {*TASKS, "overall"}
+    assert store.uri(state.result().report_json) in by_key["tucano-report"][0].data
+    audit = json.loads(by_key["tucano-reward-audit"][0].data)
+    assert {row["check"] for row in audit} >= set(TASKS)
 
 
 def test_report_agrees_with_a_recomputation_from_the_saved_scores(first_run) -> None:
