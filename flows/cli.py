@@ -71,7 +71,7 @@ def _flow_call(args: argparse.Namespace) -> Callable[[], Any]:
     return {
         "pipeline": lambda: pipeline.pipeline_flow(**paths),
         "data": lambda: pipeline.data_flow(**paths),
-        "audit": lambda: pipeline.audit_flow(config=args.config),
+        "audit": lambda: pipeline.audit_flow(**paths),
         "train": lambda: pipeline.train_flow(**paths, seed=args.seed),
         "eval": lambda: pipeline.eval_flow(**paths),
         "compare": lambda: pipeline.compare_flow(**paths),

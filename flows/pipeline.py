@@ -78,9 +78,14 @@ def data_flow(
 
 
 @flow(name="tucano-audit")
-def audit_flow(config: str = str(DEFAULT_RECIPE)) -> AuditResult:
+def audit_flow(
+    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+) -> AuditResult:
+    recipe, store = _open(config, artifacts)
+    # 1. Data prep (cached when unchanged): the SQL rewards run against its SQLite copy.
+    prepared = _prepare(recipe, store, data)
     # 2. Reward audit gate: raises AuditFailed when the rewards disagree with the human scores.
-    return audit_gate_task(load_recipe(config).audit)
+    return audit_gate_task(recipe.audit, prepared, store)
 
 
 @flow(name="tucano-train", flow_run_name="train-seed-{seed}")
@@ -94,7 +99,7 @@ def train_flow(
     # 1. Data prep (cached when unchanged).
     prepared = _prepare(recipe, store, data)
     # 2. Reward audit gate: nothing trains on rewards that disagree with people.
-    audit_gate_task(recipe.audit)
+    audit_gate_task(recipe.audit, prepared, store)
     # 3. GRPO training of one seed from the base model.
     base = prepare_base_model_task(recipe.model, prepared, store)
     return train_seed_task(recipe.training, recipe.lora, prepared, base, seed, store)
@@ -139,7 +144,7 @@ def pipeline_flow(
     # 1. Data prep: schema-checked Olist tables -> four prompt sets, eval split, SQLite copy.
     prepared = _prepare(recipe, store, data)
     # 2. Reward audit gate: stops the run here, before any training, if it fails.
-    audit_gate_task(recipe.audit)
+    audit_gate_task(recipe.audit, prepared, store)
     # 3. GRPO training: one flow run per seed.
     base = prepare_base_model_task(recipe.model, prepared, store)
     adapters = [train_flow(config, artifacts, data, seed) for seed in recipe.seeds]

@@ -1,17 +1,21 @@
 """Rule-based rewards, one module per task: pure Python, no Prefect, no torch.
 
-`score(task, completion, **context)` scores one completion; `trl_reward_functions()` gives the
-batch adapters with TRL's reward signature. A row is routed by its `task` column, never by
+`score(task, completion, **context)` scores one completion. For TRL there are two sets of batch
+adapters (`completions, **dataset_columns -> list[float | None]`, None for other tasks' rows so
+TRL ignores them): one total per task, for the seed's summed reward, and one function per named
+component, for GDPO (TRL's multi_objective_aggregation="normalize_then_sum" normalizes each
+function within its group before summing). A row is routed by its `task` column, never by
 guessing from the text (the seed's classifier scored "reengajamento" insights as pushes).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from rewards import extraction, insights, push, sql_qa
-from rewards.common import Score, completion_text
+from rewards.common import SCAN_LIMIT, Score, completion_text
 
 SCORERS: dict[str, Callable[..., Score]] = {
     "extraction": extraction.score,
@@ -19,6 +23,17 @@ SCORERS: dict[str, Callable[..., Score]] = {
     "insights": insights.score,
     "push": push.score,
 }
+
+# Every component a task's score can report (those that need gold or a summary only when the row
+# has them; a missing one counts 0).
+COMPONENTS: dict[str, tuple[str, ...]] = {
+    "extraction": ("json", "schema", "values", "contradiction", "gold"),
+    "sql_qa": ("match", "runs", "structure", "query_and_explanation", "numbers", "domain"),
+    "insights": ("action", "length", "structure", "domain", "grounding"),
+    "push": ("length", "portuguese", "creativity", "formal"),
+}
+
+RewardFunction = Callable[..., list[float | None]]
 
 
 class UnknownTaskError(KeyError):
@@ -33,10 +48,15 @@ def score(task: str, completion: Any, **context: Any) -> Score:
     return scorer(completion_text(completion), **context)
 
 
-def trl_reward_function(task: str) -> Callable[..., list[float | None]]:
-    """A TRL reward function for one task: None for other tasks' rows, so TRL ignores them."""
-    scorer = SCORERS[task]
+@functools.lru_cache(maxsize=4096)
+def _cached_score(task: str, text: str, context: tuple[tuple[str, Any], ...]) -> Score:
+    # GDPO asks for each component separately; one scoring (one SQL execution) serves them all.
+    return SCORERS[task](text, **dict(context))
 
+
+def _batch_adapter(
+    task: str, name: str, database: str | None, pick: Callable[[Score], float]
+) -> RewardFunction:
     def reward(
         completions: Sequence[Any], task: Sequence[str], **columns: Any
     ) -> list[float | None]:
@@ -45,20 +65,52 @@ def trl_reward_function(task: str) -> Callable[..., list[float | None]]:
             if task[index] != reward.task:
                 out.append(None)
                 continue
-            context = {
-                name: values[index] for name, values in columns.items() if _is_column(values)
-            }
-            out.append(scorer(completion_text(completion), **context).total)
+            context = tuple(
+                sorted(
+                    (column, values[index])
+                    for column, values in columns.items()
+                    if isinstance(values, list | tuple) and _hashable(values[index])
+                )
+            )
+            text = completion_text(completion)
+            context = (("database", database), *context)
+            # Huge texts are scored without the cache, which would otherwise keep them alive.
+            cached = len(text) <= SCAN_LIMIT
+            result = (
+                _cached_score(reward.task, text, context)
+                if cached
+                else SCORERS[reward.task](text, **dict(context))
+            )
+            out.append(pick(result))
         return out
 
     reward.task = task  # type: ignore[attr-defined]
-    reward.__name__ = f"{task}_reward"
+    reward.__name__ = name
     return reward
 
 
-def _is_column(values: Any) -> bool:
-    return isinstance(values, list | tuple)
+def _hashable(value: Any) -> bool:
+    # Dataset columns the scorers read are plain scalars; chat prompts (lists) are not context.
+    return value is None or isinstance(value, str | int | float | bool)
 
 
-def trl_reward_functions() -> list[Callable[..., list[float | None]]]:
-    return [trl_reward_function(task) for task in SCORERS]
+def trl_reward_functions(database: str | None = None) -> list[RewardFunction]:
+    """One total per task (the seed's summed reward). `database`: the Olist SQLite copy."""
+    return [
+        _batch_adapter(task, f"{task}_reward", database, lambda result: result.total)
+        for task in SCORERS
+    ]
+
+
+def trl_component_functions(database: str | None = None) -> list[RewardFunction]:
+    """One function per (task, component), for GDPO's per-component normalisation."""
+    return [
+        _batch_adapter(
+            task,
+            f"{task}_{component}",
+            database,
+            lambda result, component=component: result.components.get(component, 0.0),
+        )
+        for task, components in COMPONENTS.items()
+        for component in components
+    ]

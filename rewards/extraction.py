@@ -2,9 +2,13 @@
 
 JSON validity 0.30 (0.20 when only json-repair could read it), schema completeness 0.30
 (fields present / 10), value validity 0.40 (typed checks / 10), and -0.20 when the sentiment
-contradicts the review score. Typed checks are strict: an integer is never a bool (the seed's bare
-isinstance(v, int) let True pass) and a boolean is a real JSON boolean, not the field's name echoed
-back as a string (what the base model did).
+contradicts the review score. Beyond the seed: where the row carries gold values from the data
+(the review score, whether delivery was late, the product category), their correctness is worth
+0.30 and the seed's three parts share the other 0.70.
+
+Typed checks are strict: an integer is never a bool (the seed's bare isinstance(v, int) let True
+pass) and a boolean is a real JSON boolean, not the field's name echoed back as a string (what the
+base model did).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 
 import json_repair
 
-from rewards.common import SCAN_LIMIT, Score, clamp01, completion_text
+from rewards.common import SCAN_LIMIT, Score, clamp01, completion_text, fold
 
 SENTIMENTS = ("positivo", "neutro", "negativo")
 CHURN_RISKS = ("baixo", "medio", "alto")
@@ -37,6 +41,7 @@ FIELDS: dict[str, str] = {
 
 W_JSON, W_JSON_REPAIRED, W_SCHEMA, W_VALUES = 0.30, 0.20, 0.30, 0.40
 SENTIMENT_CONTRADICTION_PENALTY = 0.20
+W_GOLD = 0.30
 
 # `"x": 4,5` is how a Portuguese speaker writes 4.5; only a comma between digits right after a
 # colon is rewritten, so lists like [1,2] are left alone.
@@ -105,20 +110,56 @@ def contradicts(sentiment: Any, review_score: int | None) -> bool:
     )
 
 
-def score(completion: Any, review_score: int | None = None, **_: Any) -> Score:
+def _category_key(value: str) -> str:
+    return re.sub(r"[\s\-]+", "_", fold(value).strip())
+
+
+def gold_correctness(
+    data: dict[str, Any],
+    review_score: int | None,
+    gold_delivered_late: bool | None,
+    gold_category: str | None,
+) -> float | None:
+    """Share of the gold-checkable fields that are right; None when the row has no gold."""
+    checks = []
+    if review_score is not None:
+        checks.append(
+            _is_int(data.get("sentiment_score")) and data["sentiment_score"] == review_score
+        )
+    if gold_delivered_late is not None:
+        checks.append(data.get("delivered_late") is bool(gold_delivered_late))
+    if gold_category:
+        category = data.get("product_category")
+        checks.append(
+            isinstance(category, str) and _category_key(category) == _category_key(gold_category)
+        )
+    return sum(checks) / len(checks) if checks else None
+
+
+def score(
+    completion: Any,
+    review_score: int | None = None,
+    gold_delivered_late: bool | None = None,
+    gold_category: str | None = None,
+    **_: Any,
+) -> Score:
     data, strict = parse_json_object(completion_text(completion))
     if data is None:
         return Score(0.0, {"json": 0.0, "schema": 0.0, "values": 0.0, "contradiction": 0.0})
     present = [name for name in FIELDS if name in data]
     valid = [name for name in present if VALUE_CHECKS[name](data[name])]
+    correctness = gold_correctness(data, review_score, gold_delivered_late, gold_category)
+    share = 1.0 if correctness is None else 1.0 - W_GOLD
     components = {
-        "json": W_JSON if strict else W_JSON_REPAIRED,
-        "schema": W_SCHEMA * len(present) / len(FIELDS),
-        "values": W_VALUES * len(valid) / len(FIELDS),
+        "json": share * (W_JSON if strict else W_JSON_REPAIRED),
+        "schema": share * W_SCHEMA * len(present) / len(FIELDS),
+        "values": share * W_VALUES * len(valid) / len(FIELDS),
         "contradiction": -SENTIMENT_CONTRADICTION_PENALTY
         if contradicts(data.get("sentiment"), review_score)
         else 0.0,
     }
+    if correctness is not None:
+        components["gold"] = W_GOLD * correctness
     return Score(clamp01(sum(components.values())), components)
 
 

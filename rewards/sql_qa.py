@@ -1,30 +1,45 @@
-"""Business question -> SQL + explanation. The seed's four tiers (V4.2.1).
+"""Business question -> SQL + explanation: does the SQL run, and does it answer the question?
 
-Tier 1, SQL structure 0.30: at least three SQL keywords (proportional below three).
-Tier 2, query + explanation 0.25: a SELECT ... FROM query and prose beside it.
-Tier 3, concrete numbers 0.25: the explanation states numbers.
-Tier 4, domain coherence 0.20: Portuguese business words (three distinct for full credit).
+The seed's four tiers judged only how an answer looks; a 0.5B model learned to look like SQL.
+Here the query is executed in the sandbox against the pipeline's SQLite copy of the Olist tables,
+and the largest share of credit goes to a result that matches the gold answer:
+
+  matches the gold result 0.40 | runs 0.10 | SQL structure 0.15 (three keywords)
+  query + explanation 0.15 | concrete numbers in the prose 0.10 | domain words 0.10 (three)
+
+Without a database (scoring outside the pipeline with no gold) the execution tiers are 0, so such
+an answer scores at most 0.50.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from rewards.common import SCAN_LIMIT, Score, completion_text, distinct_hits, fold
+from rewards.sql_sandbox import execute
 
-W_STRUCTURE, W_QUERY_AND_EXPLANATION, W_NUMBERS, W_DOMAIN = 0.30, 0.25, 0.25, 0.20
+W_MATCH, W_RUNS, W_STRUCTURE, W_QUERY_AND_EXPLANATION, W_NUMBERS, W_DOMAIN = (
+    0.40, 0.10, 0.15, 0.15, 0.10, 0.10,
+)  # fmt: skip
+# A query that returns the gold number among extra columns (e.g. state + count for a count
+# question) found the answer but did not answer exactly what was asked.
+PARTIAL_MATCH = 0.5
 KEYWORDS_FOR_FULL_STRUCTURE = 3
 DOMAIN_WORDS_FOR_FULL_CREDIT = 3
 # Prose outside the query must be a sentence or so, not a stray word.
 MIN_EXPLANATION_WORDS = 6
+# Results are compared at the precision of the gold SQL (ROUND(x, 2)).
+DECIMALS = 2
 
 SQL_KEYWORDS = (
     "select", "from", "where", "join", "group by", "order by", "having", "count", "sum",
     "avg", "limit", "distinct", "case when", "inner join", "left join", "round",
 )  # fmt: skip
 _KEYWORD_PATTERNS = [re.compile(r"\b" + kw.replace(" ", r"\s+") + r"\b") for kw in SQL_KEYWORDS]
-_SELECT = re.compile(r"\bselect\b", re.IGNORECASE)
+_SELECT = re.compile(r"\b(?:with|select)\b", re.IGNORECASE)
 _FROM = re.compile(r"\bfrom\b", re.IGNORECASE)
 _QUERY_END = re.compile(r";|```|\n\s*\n")
 # A FROM this far after the SELECT no longer belongs to it.
@@ -42,7 +57,7 @@ DOMAIN_STEMS = (
 
 
 def find_query(text: str) -> tuple[int, int] | None:
-    """Span of the first SELECT ... FROM ... statement (to ';', a fence or a blank line)."""
+    """Span of the first SELECT/WITH ... FROM ... statement (to ';', a fence or a blank line)."""
     select = _SELECT.search(text)
     if select is None:
         return None
@@ -53,19 +68,70 @@ def find_query(text: str) -> tuple[int, int] | None:
     return select.start(), end.start() if end else len(text)
 
 
-def score(completion: Any, **_: Any) -> Score:
+def _cell(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        return round(float(value), DECIMALS)
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _normalized(rows: Sequence[Sequence[Any]]) -> list[tuple]:
+    return sorted((tuple(_cell(v) for v in row) for row in rows), key=repr)
+
+
+def result_match(rows: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]]) -> float:
+    """1 for the gold result (any row order, any column names), PARTIAL_MATCH when a one-value
+    gold answer is among a few returned cells, else 0."""
+    if _normalized(rows) == _normalized(gold):
+        return 1.0
+    if len(gold) == 1 and len(gold[0]) == 1 and 0 < len(rows) <= 10:
+        target = _cell(gold[0][0])
+        if any(_cell(value) == target for row in rows for value in row):
+            return PARTIAL_MATCH
+    return 0.0
+
+
+def gold_rows(database: Any, gold_answer: Any, gold_sql: Any) -> list[tuple] | None:
+    if isinstance(gold_answer, str):
+        try:
+            return [tuple(row) for row in json.loads(gold_answer)]
+        except (ValueError, TypeError):
+            return None
+    if isinstance(gold_sql, str) and database:
+        run = execute(database, gold_sql)
+        return run.rows if run.ok else None
+    return None
+
+
+def score(
+    completion: Any,
+    database: Any = None,
+    gold_answer: Any = None,
+    gold_sql: Any = None,
+    **_: Any,
+) -> Score:
     text = completion_text(completion)[:SCAN_LIMIT]
     lowered = text.lower()
     keywords = sum(1 for pattern in _KEYWORD_PATTERNS if pattern.search(lowered))
-    query = find_query(text)
-    prose = f"{text[: query[0]]} {text[query[1] :]}" if query else text
+    span = find_query(text)
+    prose = f"{text[: span[0]]} {text[span[1] :]}" if span else text
     prose_words = len(re.findall(r"[^\W\d_]{2,}", prose))
+    runs, match = 0.0, 0.0
+    if span and database:
+        run = execute(database, text[span[0] : span[1]])
+        if run.ok:
+            runs = 1.0
+            gold = gold_rows(database, gold_answer, gold_sql)
+            match = result_match(run.rows or [], gold) if gold is not None else 0.0
     components = {
+        "match": W_MATCH * match,
+        "runs": W_RUNS * runs,
         "structure": W_STRUCTURE
         * min(keywords, KEYWORDS_FOR_FULL_STRUCTURE)
         / KEYWORDS_FOR_FULL_STRUCTURE,
         "query_and_explanation": W_QUERY_AND_EXPLANATION
-        if query and prose_words >= MIN_EXPLANATION_WORDS
+        if span and prose_words >= MIN_EXPLANATION_WORDS
         else 0.0,
         "numbers": W_NUMBERS if _NUMBER.search(prose) else 0.0,
         "domain": W_DOMAIN

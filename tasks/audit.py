@@ -17,10 +17,13 @@ from prefect import task
 from prefect.artifacts import create_table_artifact
 from scipy.stats import spearmanr
 
+import rewards
 from configs.recipe import TASKS, AuditConfig
 from rewards import score
 from tasks.caching import ContentKey
-from tasks.manifests import AuditResult
+from tasks.manifests import AuditResult, PreparedData
+from tasks.prep.build import data_database
+from tasks.store import ArtifactStore
 
 AUDIT_SET = Path(__file__).resolve().parents[1] / "data" / "audit" / "audit.jsonl"
 WORST_SHOWN = 3
@@ -40,15 +43,32 @@ _ANALYSIS = (
     "- Priorizar clientes do RJ, onde a nota média caiu.\n- Acompanhar a recompra por estado."
 )
 
-# name -> (why it exists, check returning True when the reward behaves)
-PROBES: dict[str, tuple[str, Callable[[], bool]]] = {
+_COUNT_SP = (
+    "```sql\nSELECT COUNT(*) FROM orders o JOIN customers c ON c.customer_id = o.customer_id "
+    "WHERE c.customer_state = 'SP';\n```\nConta os pedidos de clientes de SP: o total de pedidos "
+    "do estado."
+)
+_GOLD_SP = (
+    "SELECT COUNT(*) FROM orders o JOIN customers c ON c.customer_id = o.customer_id "
+    "WHERE c.customer_state = 'SP'"
+)
+
+
+def _sql(completion: str, database: str) -> rewards.Score:
+    return score("sql_qa", completion, database=database, gold_sql=_GOLD_SP)
+
+
+# name -> (why it exists, check(database) returning True when the reward behaves)
+PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
     "pt_decimal_parses": (
         "V4: '4,5' made the whole JSON unparseable and extraction scored 0",
-        lambda: score("extraction", _GOOD_JSON.replace(": 1,", ": 4,5,", 1)).components["json"] > 0,
+        lambda _: (
+            score("extraction", _GOOD_JSON.replace(": 1,", ": 4,5,", 1)).components["json"] > 0
+        ),
     ),
     "bool_is_not_an_integer": (
         "V4.2.1: isinstance(True, int) let a boolean pass as sentiment_score",
-        lambda: (
+        lambda _: (
             score(
                 "extraction", _GOOD_JSON.replace('"sentiment_score": 1', '"sentiment_score": true')
             ).total
@@ -57,36 +77,56 @@ PROBES: dict[str, tuple[str, Callable[[], bool]]] = {
     ),
     "echoed_string_is_not_a_boolean": (
         'base model answered "delivery_issue": "delivery_issue"',
-        lambda: (
+        lambda _: (
             score("extraction", _GOOD_JSON.replace("true", '"delivery_issue"', 1)).total
             < score("extraction", _GOOD_JSON).total
         ),
     ),
     "routed_by_task_not_text": (
         "V4.2.1: an insights answer about 'reengajamento' was scored as a push notification",
-        lambda: score("insights", _ANALYSIS).total > score("push", _ANALYSIS).total,
+        lambda _: score("insights", _ANALYSIS).total > score("push", _ANALYSIS).total,
     ),
     "long_push_gets_no_length_credit": (
         "V4.2.1: 200+ character pushes still earned length credit",
-        lambda: (
+        lambda _: (
             score("push", "Olá, " + "aproveite nossas novidades " * 10).components["length"] == 0.0
         ),
     ),
     "formal_push_is_penalised": (
         "V4.2.1: formal e-mails (prezado, atenciosamente) passed as pushes",
-        lambda: (
+        lambda _: (
             score("push", "Prezado cliente, seu pedido chegou. Atenciosamente.").components[
                 "formal"
             ]
             < 0
         ),
     ),
+    "sql_must_answer_the_question": (
+        "V4.2: 'mentions SQL' scored like 'writes SQL'; the right result must dominate",
+        lambda db: (
+            _sql(_COUNT_SP, db).components["match"] > 0
+            and _sql(_COUNT_SP.replace("'SP'", "'RJ'"), db).components["match"] == 0
+            and _sql(_COUNT_SP, db).total > _sql(_COUNT_SP.replace("'SP'", "'RJ'"), db).total
+        ),
+    ),
+    "hostile_sql_scores_no_execution_credit": (
+        "model SQL runs against real tables: it must not write, attach or run forever",
+        lambda db: all(
+            _sql(f"```sql\n{hostile}\n```", db).components["runs"] == 0
+            for hostile in (
+                "DROP TABLE orders",
+                "ATTACH '/etc/passwd' AS p",
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+                "SELECT COUNT(*) FROM c",
+            )
+        ),
+    ),
 }
 
 
-def _run_probe(why: str, check: Callable[[], bool]) -> dict[str, Any]:
+def _run_probe(why: str, check: Callable[[str], bool], database: str) -> dict[str, Any]:
     try:
-        return {"passed": bool(check()), "why": why}
+        return {"passed": bool(check(database)), "why": why}
     except (
         Exception
     ) as exc:  # a reward that crashes on a probe fails it, it does not crash the gate
@@ -105,12 +145,16 @@ def load_audit_set(path: Path = AUDIT_SET) -> list[dict[str, Any]]:
     return rows
 
 
-def audit_rewards(config: AuditConfig, audit_set: Path = AUDIT_SET) -> AuditResult:
+def audit_rewards(config: AuditConfig, database: str, audit_set: Path = AUDIT_SET) -> AuditResult:
+    """Score the audit set (SQL runs against `database`) and run the probes."""
     rows = load_audit_set(audit_set)
     per_task: dict[str, dict[str, Any]] = {}
     for task_name in TASKS:
         items = [row for row in rows if row["task"] == task_name]
-        rewards = [score(task_name, row["completion"], **row["context"]).total for row in items]
+        rewards = [
+            score(task_name, row["completion"], database=database, **row["context"]).total
+            for row in items
+        ]
         humans = [row["human_score"] for row in items]
         rho, p_value = spearmanr(rewards, humans)
         worst = sorted(
@@ -128,7 +172,7 @@ def audit_rewards(config: AuditConfig, audit_set: Path = AUDIT_SET) -> AuditResu
             ),
         }
     for name, (why, check) in PROBES.items():
-        per_task[f"probe:{name}"] = _run_probe(why, check)
+        per_task[f"probe:{name}"] = _run_probe(why, check, database)
     passed = all(entry["passed"] for entry in per_task.values())
     digest = hashlib.sha256(json.dumps(per_task, sort_keys=True).encode()).hexdigest()
     return AuditResult(fingerprint=digest, passed=passed, per_task=per_task)
@@ -149,9 +193,9 @@ def failure_message(result: AuditResult, config: AuditConfig) -> str:
     return "reward audit failed, nothing will be trained: " + " | ".join(reasons)
 
 
-def audit_gate(config: AuditConfig) -> AuditResult:
+def audit_gate(config: AuditConfig, data: PreparedData, store: ArtifactStore) -> AuditResult:
     """Audit, publish the table, and raise AuditFailed when the gate does not pass."""
-    result = audit_rewards(config)
+    result = audit_rewards(config, str(data_database(data, store)))
     create_table_artifact(
         key="tucano-reward-audit",
         table=[{"check": name, **entry} for name, entry in result.per_task.items()],

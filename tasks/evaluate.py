@@ -19,6 +19,7 @@ from rewards.common import completion_text
 from tasks.caching import ContentKey, cache_token
 from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
 from tasks.model import load_model_and_tokenizer
+from tasks.prep.build import data_database
 from tasks.prep.rows import CONTEXT_COLUMNS
 from tasks.store import ArtifactStore
 
@@ -76,9 +77,9 @@ def generate(
     return outputs
 
 
-def score_row(prompt_row: dict[str, Any], completion: str) -> dict[str, Any]:
+def score_row(prompt_row: dict[str, Any], completion: str, database: str) -> dict[str, Any]:
     context = {column: prompt_row[column] for column in CONTEXT_COLUMNS}
-    result = score(prompt_row["task"], completion_text(completion), **context)
+    result = score(prompt_row["task"], completion_text(completion), database=database, **context)
     return {"total": result.total, "components": result.components}
 
 
@@ -96,6 +97,7 @@ def evaluate_model(
         model = PeftModel.from_pretrained(model, str(store.local_dir(adapter.folder)))
     tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
     prompts = store.read_jsonl(data.eval)
+    database = str(data_database(data, store))
     generations = generate(model, tokenizer, [row["prompt"] for row in prompts], config)
     rows = [
         {
@@ -104,7 +106,7 @@ def evaluate_model(
             "model": tag,
             "seed": None if adapter is None else adapter.seed,
             **generation,
-            **score_row(prompt, generation["completion"]),
+            **score_row(prompt, generation["completion"], database),
         }
         for prompt, generation in zip(prompts, generations, strict=True)
     ]

@@ -17,10 +17,11 @@ from typing import Any
 from prefect import task
 
 from configs.recipe import LoraConfig, TrainingConfig
-from rewards import trl_reward_functions
+from rewards import RewardFunction, trl_component_functions, trl_reward_functions
 from tasks.caching import ContentKey
 from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.model import load_model_and_tokenizer
+from tasks.prep.build import data_database
 from tasks.store import ArtifactStore
 
 log = logging.getLogger("tucano.train")
@@ -78,6 +79,14 @@ def grpo_config(training: TrainingConfig, seed: int, output_dir: Path) -> Any:
     )
 
 
+def reward_functions(training: TrainingConfig, database: str) -> list[RewardFunction]:
+    """GDPO (per-component normalisation) needs the components as separate functions; the seed's
+    summed reward needs one total per task."""
+    if training.multi_objective_aggregation == "normalize_then_sum":
+        return trl_component_functions(database)
+    return trl_reward_functions(database)
+
+
 def _checkpoint_uploader(store: ArtifactStore, prefix: str) -> Any:
     from transformers import TrainerCallback
 
@@ -132,6 +141,7 @@ def train_seed(
     from trl import GRPOTrainer
 
     key = run_key(training, lora, data, base, seed)
+    database = data_database(data, store)
     folder = f"runs/{key}"
     model, tokenizer = load_model_and_tokenizer(base, store)
     dataset = Dataset.from_list(store.read_jsonl(data.train))
@@ -145,7 +155,7 @@ def train_seed(
     with tempfile.TemporaryDirectory(prefix="tucano-train-") as tmp:
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=trl_reward_functions(),
+            reward_funcs=reward_functions(training, str(database)),
             args=grpo_config(training, seed, Path(tmp) / "checkpoints"),
             train_dataset=dataset,
             processing_class=tokenizer,

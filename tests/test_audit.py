@@ -10,42 +10,57 @@ from rewards import extraction
 from tasks.audit import AUDIT_SET, audit_rewards, failure_message, load_audit_set
 
 
+def _db(prepared) -> str:
+    store, manifest = prepared
+    return store.path(manifest.database)
+
+
 def test_shipped_audit_set_spans_every_task() -> None:
     rows = load_audit_set()
     for task in TASKS:
         scores = [r["human_score"] for r in rows if r["task"] == task]
-        assert len(scores) >= 10
+        assert len(scores) >= 25
         assert min(scores) == 0.0 and max(scores) == 1.0  # terrible to excellent
     assert all(r["reason"].strip() for r in rows)
 
 
-def test_gate_passes_on_the_shipped_rewards() -> None:
-    result = audit_rewards(AuditConfig())
+def test_gate_passes_on_the_shipped_rewards(prepared) -> None:
+    result = audit_rewards(AuditConfig(), _db(prepared))
     assert result.passed, failure_message(result, AuditConfig())
     for task in TASKS:
         assert result.per_task[task]["rho"] >= 0.7
 
 
-def test_gate_fails_when_a_reward_prefers_long_answers(monkeypatch) -> None:
+def test_gate_fails_when_a_reward_prefers_long_answers(prepared, monkeypatch) -> None:
     monkeypatch.setitem(
         rewards.SCORERS, "push", lambda text, **_: rewards.Score(min(1.0, len(text) / 300))
     )
-    result = audit_rewards(AuditConfig())
+    result = audit_rewards(AuditConfig(), _db(prepared))
     assert not result.passed
     assert not result.per_task["push"]["passed"]
     message = failure_message(result, AuditConfig())
     assert "push: Spearman rho" in message and "worst:" in message
 
 
-def test_gate_catches_the_bare_isinstance_int_bug(monkeypatch) -> None:
+def test_gate_catches_the_bare_isinstance_int_bug(prepared, monkeypatch) -> None:
     monkeypatch.setitem(extraction.VALUE_CHECKS, "sentiment_score", lambda v: isinstance(v, int))
-    result = audit_rewards(AuditConfig())
+    result = audit_rewards(AuditConfig(), _db(prepared))
     assert not result.per_task["probe:bool_is_not_an_integer"]["passed"]
     assert "bool_is_not_an_integer" in failure_message(result, AuditConfig())
 
 
-def test_threshold_comes_from_the_recipe() -> None:
-    assert not audit_rewards(AuditConfig(min_spearman=1.0)).passed
+def test_threshold_comes_from_the_recipe(prepared) -> None:
+    assert not audit_rewards(AuditConfig(min_spearman=1.0), _db(prepared)).passed
+
+
+def test_gate_catches_sql_scored_by_looks_alone(prepared, monkeypatch) -> None:
+    # The seed's V4.2 SQL reward: tiers for looking like SQL, nothing for the right answer.
+    from rewards import sql_qa
+    from rewards.sql_sandbox import Execution
+
+    monkeypatch.setattr(sql_qa, "execute", lambda *_: Execution(False, error="not executed"))
+    result = audit_rewards(AuditConfig(), _db(prepared))
+    assert not result.per_task["probe:sql_must_answer_the_question"]["passed"]
 
 
 def test_a_bad_audit_line_is_named(tmp_path: Path) -> None:

@@ -103,6 +103,11 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {t: sum(1 for row in rows if row["task"] == t) for t in TASKS}
 
 
+def data_database(prepared: PreparedData, store: ArtifactStore) -> Path:
+    """A local path to the prepared SQLite copy (downloaded once when the store is remote)."""
+    return store.local_dir(prepared.folder) / DATABASE_FILE
+
+
 def prepare_data(source: DataSource, config: DataConfig, store: ArtifactStore) -> PreparedData:
     tables = load_tables(source)
     with tempfile.TemporaryDirectory(prefix="tucano-prep-") as tmp:

@@ -1,0 +1,80 @@
+"""Running a model's SQL against the Olist SQLite copy without letting it touch anything.
+
+Layers, each enough on its own for its threat: the file is opened read-only and immutable; an
+authorizer allows only reading (no writes, ATTACH, PRAGMA, extension loading); SQLite's limits cap
+the size of any string or blob the query can build; a progress handler aborts a query that runs
+past its instruction or time budget (a recursive CTE that never ends); at most MAX_ROWS rows are
+fetched. Whatever goes wrong, the caller gets a result object, never an exception.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# One reward must never hold a training step hostage: 2 s is ~1000x a typical gold query here.
+TIME_BUDGET_SECONDS = 2.0
+# The progress handler runs every this many SQLite VM instructions.
+PROGRESS_EVERY = 10_000
+# The costliest gold query on the shipped data runs ~170k instructions; 100x that leaves room for
+# the full dataset (14x the orders) and clumsy-but-honest SQL, and stops a runaway query in ~0.3 s.
+MAX_INSTRUCTIONS = 20_000_000
+MAX_ROWS = 1_000
+# A SELECT that builds a value larger than this (randomblob(1e9), replicate) fails instead of
+# exhausting memory.
+MAX_VALUE_BYTES = 1_000_000
+MAX_SQL_CHARS = 20_000
+
+_ALLOWED_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+_ALLOWED_ACTIONS |= {getattr(sqlite3, "SQLITE_RECURSIVE", 33)}  # WITH RECURSIVE; bounded by budget
+_DENIED_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"}
+
+
+@dataclass(frozen=True)
+class Execution:
+    ok: bool
+    rows: list[tuple] | None = None
+    error: str | None = None
+
+
+def _authorizer(action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
+    if action not in _ALLOWED_ACTIONS:
+        return sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def execute(database: str | Path, sql: str) -> Execution:
+    """Run one statement read-only under the budgets; never raises."""
+    if len(sql) > MAX_SQL_CHARS:
+        return Execution(False, error=f"query longer than {MAX_SQL_CHARS} characters")
+    try:
+        connection = sqlite3.connect(
+            f"file:{Path(database).resolve()}?mode=ro&immutable=1", uri=True, timeout=0.1
+        )
+    except sqlite3.Error as exc:
+        return Execution(False, error=f"cannot open database: {exc}")
+    try:
+        connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        connection.set_authorizer(_authorizer)
+        deadline = time.monotonic() + TIME_BUDGET_SECONDS
+        ticks = [0]
+
+        def over_budget() -> int:
+            ticks[0] += 1
+            return int(ticks[0] * PROGRESS_EVERY > MAX_INSTRUCTIONS or time.monotonic() > deadline)
+
+        connection.set_progress_handler(over_budget, PROGRESS_EVERY)
+        cursor = connection.execute(sql)
+        rows = cursor.fetchmany(MAX_ROWS + 1)
+        if len(rows) > MAX_ROWS:
+            return Execution(False, error=f"more than {MAX_ROWS} rows")
+        return Execution(True, rows=rows)
+    except (sqlite3.Error, sqlite3.Warning, ValueError, OverflowError, MemoryError) as exc:
+        return Execution(False, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        connection.close()

@@ -1,0 +1,77 @@
+"""Model-written SQL runs against the real tables: it can read, and nothing else."""
+
+import hashlib
+import time
+from pathlib import Path
+
+import pytest
+
+from rewards import score
+from rewards.sql_sandbox import MAX_ROWS, TIME_BUDGET_SECONDS, execute
+
+HOSTILE = {
+    "drop": "DROP TABLE orders",
+    "delete": "DELETE FROM orders",
+    "update": "UPDATE orders SET order_status = 'x'",
+    "insert via cte": "WITH x AS (SELECT 1) INSERT INTO orders(order_id) SELECT * FROM x",
+    "create": "CREATE TABLE t(x)",
+    "temp table": "CREATE TEMP TABLE t(x)",
+    "attach": "ATTACH '/etc/passwd' AS p",
+    "pragma": "PRAGMA writable_schema = 1",
+    "vacuum into": "VACUUM INTO '/tmp/tucano-stolen.db'",
+    "two statements": "SELECT 1; DROP TABLE orders",
+    "load extension": "SELECT load_extension('/tmp/evil.so')",
+    "endless recursive cte": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+    "SELECT COUNT(*) FROM c",
+    "cross join blow-up": "SELECT COUNT(*) FROM order_items a, order_items b, order_items c",
+    "gigabyte blob": "SELECT randomblob(1000000000)",
+    "huge string": "SELECT replace(hex(zeroblob(100000000)), '00', 'ab')",
+    "100 MB query": "SELECT '" + "a" * 100_000_000 + "'",
+    "too many rows": "SELECT * FROM order_items",
+}
+
+
+@pytest.fixture
+def database(prepared) -> Path:
+    store, manifest = prepared
+    return Path(store.path(manifest.database))
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_sql_fails_changes_nothing_and_ends(database: Path, name: str) -> None:
+    before = _digest(database)
+    started = time.monotonic()
+    result = execute(database, HOSTILE[name])
+    elapsed = time.monotonic() - started
+    assert not result.ok and result.error
+    assert _digest(database) == before
+    assert not Path("/tmp/tucano-stolen.db").exists()
+    # Safety bound, not a speed claim: the budget plus generous slack for a loaded CI machine.
+    assert elapsed < TIME_BUDGET_SECONDS + 3
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_completion_scores_no_execution_credit(database: Path, name: str) -> None:
+    completion = f"```sql\n{HOSTILE[name]}\n```\nResultado da consulta."
+    result = score("sql_qa", completion, database=str(database), gold_answer="[[1]]")
+    assert result.components["runs"] == result.components["match"] == 0.0
+    assert 0.0 <= result.total <= 1.0
+
+
+def test_honest_queries_still_run(database: Path) -> None:
+    result = execute(
+        database,
+        "WITH top AS (SELECT customer_state, COUNT(*) AS n FROM customers GROUP BY 1) "
+        "SELECT customer_state FROM top ORDER BY n DESC LIMIT 1",
+    )
+    assert result.ok and result.rows == [("SP",)]
+    assert execute(database, f"SELECT * FROM orders LIMIT {MAX_ROWS}").ok
+
+
+def test_a_missing_database_is_an_error_not_an_exception(tmp_path: Path) -> None:
+    result = execute(tmp_path / "nope.sqlite", "SELECT 1 FROM orders")
+    assert not result.ok
