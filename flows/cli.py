@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import json
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from configs.recipe import DEFAULT_RECIPE, RecipeError, load_recipe
@@ -50,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="tucano", description="GRPO for a Brazilian e-commerce analyst, with proof."
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    scoring = commands.add_parser(
+        "score", help="score production outputs (JSONL) with the rewards; no Prefect run"
+    )
+    scoring.add_argument("--input", required=True, help="JSONL: task, completion, context")
+    scoring.add_argument("--output", help="JSONL with total and components (default: stdout)")
+    scoring.add_argument(
+        "--database", help="SQLite copy of the Olist tables for SQL (default: the shipped data)"
+    )
     for name, help_text in (
         ("pipeline", "the whole DAG: data, audit, train every seed, eval, compare, report"),
         ("data", "step 1: prepare the prompt sets and the SQLite database"),
@@ -95,8 +107,31 @@ def _summary(store: ArtifactStore, result: Any) -> str:
     return "eval rows: " + ", ".join(store.uri(e.rows) for e in [base_eval, *tuned])
 
 
+def score_file(args: argparse.Namespace) -> int:
+    """`tucano score`: every good line scored, every bad one named; exit 1 if any was bad."""
+    from tasks.score_logs import score_lines, shipped_database
+
+    database = (lambda: Path(args.database)) if args.database else functools.cache(shipped_database)
+    errors = 0
+    with (
+        open(args.input, encoding="utf-8") as source,
+        open(args.output, "w", encoding="utf-8")
+        if args.output
+        else contextlib.nullcontext(sys.stdout) as sink,
+    ):
+        for _, record, error in score_lines(source, database):
+            if error:
+                errors += 1
+                print(f"tucano score: {args.input}: {error}", file=sys.stderr)
+            else:
+                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return 1 if errors else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "score":
+        return score_file(args)
     logging.getLogger("tucano").setLevel(logging.INFO)
     try:
         load_recipe(args.config)
