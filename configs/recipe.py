@@ -107,6 +107,15 @@ class LoraConfig(_Strict):
     target_modules: str | list[str] = "all-linear"
 
 
+class TaskWeightingConfig(_Strict):
+    """MT-GRPO's improvement-aware task weighting (rewards/task_weighting.py)."""
+
+    enabled: bool = False
+    eta: float = Field(5.0, ge=0, description="How hard stagnation pulls weight.")
+    window: int = Field(5, gt=0, description="Logging steps per improvement window.")
+    min_weight: float = Field(0.05, ge=0, lt=0.25, description="Floor of any task's weight.")
+
+
 class TrainingConfig(_Strict):
     learning_rate: float = Field(5e-6, gt=0)
     # Constant after warm-up: the seed's cosine schedule had decayed to ~0 by step 130 of 600.
@@ -118,9 +127,11 @@ class TrainingConfig(_Strict):
     epsilon: float = Field(0.2, gt=0)
     epsilon_high: float = Field(0.28, gt=0, description="DAPO clip-higher upper bound.")
     mask_truncated_completions: bool = False
+    # normalize_then_sum is GDPO: each reward component normalised within its group, then summed.
     multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = (
         "sum_then_normalize"
     )
+    task_weighting: TaskWeightingConfig = Field(default_factory=TaskWeightingConfig)
     num_generations: int = Field(16, ge=2)
     prompts_per_step: int = Field(2, gt=0)
     max_completion_length: int = Field(512, gt=0)

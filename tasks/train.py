@@ -16,8 +16,9 @@ from typing import Any
 
 from prefect import task
 
-from configs.recipe import LoraConfig, TrainingConfig
-from rewards import RewardFunction, trl_component_functions, trl_reward_functions
+from configs.recipe import LoraConfig, TaskWeightingConfig, TrainingConfig
+from rewards import SCORERS, RewardFunction, trl_component_functions, trl_reward_functions
+from rewards.task_weighting import TaskWeighting
 from tasks.caching import ContentKey
 from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.model import load_model_and_tokenizer
@@ -87,6 +88,43 @@ def reward_functions(training: TrainingConfig, database: str) -> list[RewardFunc
     return trl_reward_functions(database)
 
 
+TASK_WEIGHTING_FILE = "task_weighting.json"
+
+
+def _task_weighting(config: TaskWeightingConfig, functions: list[RewardFunction]) -> Any:
+    import torch
+    from transformers import TrainerCallback
+
+    class ApplyTaskWeights(TrainerCallback):
+        """Each logging step: feed the tasks' mean rewards to IWU and reweight TRL's reward
+        functions; each checkpoint: save IWU's state beside the model's."""
+
+        def __init__(self) -> None:
+            self.weighting = TaskWeighting(
+                tuple(SCORERS), config.eta, config.window, config.min_weight
+            )
+            self.trainer: Any = None
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
+            means: dict[str, float] = {}
+            for fn in functions:
+                value = (logs or {}).get(f"rewards/{fn.__name__}/mean")
+                if value is not None:
+                    means[fn.task] = means.get(fn.task, 0.0) + value
+            self.weighting.update(means)
+            multipliers = self.weighting.multipliers()
+            self.trainer.reward_weights = torch.tensor(
+                [multipliers[fn.task] for fn in functions], dtype=torch.float32
+            )
+            log.info("task weights %s", {t: round(w, 3) for t, w in self.weighting.weights.items()})
+
+        def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            (folder / TASK_WEIGHTING_FILE).write_text(json.dumps(self.weighting.state_dict()))
+
+    return ApplyTaskWeights()
+
+
 def _checkpoint_uploader(store: ArtifactStore, prefix: str) -> Any:
     from transformers import TrainerCallback
 
@@ -152,16 +190,25 @@ def train_seed(
         target_modules=lora.target_modules,
         task_type="CAUSAL_LM",
     )
+    functions = reward_functions(training, str(database))
+    callbacks = [_checkpoint_uploader(store, f"{folder}/checkpoints"), _step_logger()]
+    weighting = None
+    if training.task_weighting.enabled:
+        weighting = _task_weighting(training.task_weighting, functions)
+        # First, so that its state is in a checkpoint before the uploader copies it.
+        callbacks.insert(0, weighting)
     with tempfile.TemporaryDirectory(prefix="tucano-train-") as tmp:
         trainer = GRPOTrainer(
             model=model,
-            reward_funcs=reward_functions(training, str(database)),
+            reward_funcs=functions,
             args=grpo_config(training, seed, Path(tmp) / "checkpoints"),
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=peft_config,
-            callbacks=[_checkpoint_uploader(store, f"{folder}/checkpoints"), _step_logger()],
+            callbacks=callbacks,
         )
+        if weighting is not None:
+            weighting.trainer = trainer
         # The default printer dumps every metric dict to stdout; _step_logger says what matters.
         trainer.remove_callback(PrinterCallback)
         log.info("training seed %d (run %s) for %d steps", seed, key, training.max_steps)
