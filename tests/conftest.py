@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from configs.recipe import DataConfig
+from configs.recipe import DataConfig, TinyModelConfig
 from tasks.manifests import PreparedData
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
@@ -15,6 +15,15 @@ from tasks.store import ArtifactStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_DATA = REPO_ROOT / "data" / "olist"
+# The smallest Qwen2 that still exercises every code path: tests build it in about a second.
+SMALLEST_QWEN2 = TinyModelConfig(
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    intermediate_size=64,
+    tokenizer_vocab_size=600,
+)
 
 
 @pytest.fixture

@@ -4,25 +4,19 @@ from pathlib import Path
 
 import pytest
 
-from configs.recipe import CONFIG_DIR, ModelConfig, TinyModelConfig, load_recipe
+from configs.recipe import CONFIG_DIR, ModelConfig, load_recipe
 from tasks.model import build_tiny_model, prepare_base_model
 
+from .conftest import SMALLEST_QWEN2
+
 TEXTS = ["O produto chegou com defeito e atrasado.", "Recomendo a loja, entrega rápida!"] * 50
-SMALL = TinyModelConfig(
-    hidden_size=32,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    intermediate_size=64,
-    tokenizer_vocab_size=600,
-)
 
 
 def test_tiny_model_is_deterministic_and_speaks_chatml(tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    build_tiny_model(SMALL, TEXTS, tmp_path / "a")
-    build_tiny_model(SMALL, TEXTS, tmp_path / "b")
+    build_tiny_model(SMALLEST_QWEN2, TEXTS, tmp_path / "a")
+    build_tiny_model(SMALLEST_QWEN2, TEXTS, tmp_path / "b")
     for name in ("model.safetensors", "tokenizer.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "a")

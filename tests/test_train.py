@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from configs.recipe import DataConfig, LoraConfig, ModelConfig, TinyModelConfig, TrainingConfig
+from configs.recipe import DataConfig, LoraConfig, ModelConfig, TrainingConfig
 from tasks.model import prepare_base_model
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
 from tasks.store import ArtifactStore
 from tasks.train import TASK_WEIGHTING_FILE, train_seed
 
-from .conftest import SHIPPED_DATA
+from .conftest import SHIPPED_DATA, SMALLEST_QWEN2
 
 pytestmark = pytest.mark.slow
 
@@ -27,15 +27,7 @@ def small_run(tmp_path_factory):
         ),
         store,
     )
-    tiny = TinyModelConfig(
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=64,
-        tokenizer_vocab_size=800,
-    )
-    base = prepare_base_model(ModelConfig(tiny=tiny), data, store)
+    base = prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2), data, store)
     training = TrainingConfig(
         learning_rate=1e-3,
         num_generations=4,
