@@ -27,10 +27,10 @@ SCORERS: dict[str, Callable[..., Score]] = {
 # Every component a task's score can report (those that need gold or a summary only when the row
 # has them; a missing one counts 0).
 COMPONENTS: dict[str, tuple[str, ...]] = {
-    "extraction": ("json", "schema", "values", "contradiction", "gold"),
-    "sql_qa": ("match", "runs", "structure", "query_and_explanation", "numbers", "domain"),
-    "insights": ("action", "length", "structure", "domain", "grounding"),
-    "push": ("length", "portuguese", "creativity", "formal"),
+    "extraction": extraction.COMPONENTS,
+    "sql_qa": sql_qa.COMPONENTS,
+    "insights": insights.COMPONENTS,
+    "push": push.COMPONENTS,
 }
 
 RewardFunction = Callable[..., list[float | None]]

@@ -42,6 +42,7 @@ FIELDS: dict[str, str] = {
 W_JSON, W_JSON_REPAIRED, W_SCHEMA, W_VALUES = 0.30, 0.20, 0.30, 0.40
 SENTIMENT_CONTRADICTION_PENALTY = 0.20
 W_GOLD = 0.30
+COMPONENTS = ("json", "schema", "values", "contradiction", "gold")
 
 # `"x": 4,5` is how a Portuguese speaker writes 4.5; only a comma between digits right after a
 # colon is rewritten, so lists like [1,2] are left alone.
@@ -145,7 +146,7 @@ def score(
 ) -> Score:
     data, strict = parse_json_object(completion_text(completion))
     if data is None:
-        return Score(0.0, {"json": 0.0, "schema": 0.0, "values": 0.0, "contradiction": 0.0})
+        return Score(0.0, dict.fromkeys(COMPONENTS, 0.0))
     present = [name for name in FIELDS if name in data]
     valid = [name for name in present if VALUE_CHECKS[name](data[name])]
     correctness = gold_correctness(data, review_score, gold_delivered_late, gold_category)

@@ -20,6 +20,7 @@ from rewards.common import SCAN_LIMIT, Score, clamp01, completion_text, distinct
 W_ACTION, W_LENGTH, W_STRUCTURE, W_DOMAIN = 0.40, 0.30, 0.20, 0.10
 W_GROUNDED, UNGROUNDED_PENALTY = 0.20, 0.15
 GROUNDED_FOR_FULL_CREDIT = 3
+COMPONENTS = ("action", "length", "structure", "domain", "grounding")
 ACTIONS_FOR_FULL_CREDIT = 3
 STRUCTURE_MARKS_FOR_FULL_CREDIT = 2
 MIN_CHARS, MAX_CHARS = 100, 800
@@ -86,7 +87,7 @@ def score(completion: Any, data_summary: str | None = None, **_: Any) -> Score:
     text = completion_text(completion)
     folded = fold(text)
     if not folded.strip():
-        return Score(0.0, {"action": 0.0, "length": 0.0, "structure": 0.0, "domain": 0.0})
+        return Score(0.0, dict.fromkeys(COMPONENTS, 0.0))
     marks = len(_STRUCTURE_LINE.findall(folded))
     share = 1.0 if not isinstance(data_summary, str) else 1.0 - W_GROUNDED
     components = {

@@ -14,6 +14,7 @@ from rewards.common import Score, clamp01, completion_text, distinct_hits, fold
 
 W_LENGTH, W_PORTUGUESE, W_CREATIVITY = 0.50, 0.30, 0.20
 FORMAL_PENALTY = 0.20
+COMPONENTS = ("length", "portuguese", "creativity", "formal")
 MAX_CHARS, ZERO_CREDIT_AT = 120, 200
 # "Pedido enviado." is bland but a notification; one word is not.
 MIN_WORDS = 2
@@ -43,7 +44,7 @@ def score(completion: Any, **_: Any) -> Score:
     folded = fold(text)
     words = re.findall(r"[a-z]{2,}", folded)
     if len(words) < MIN_WORDS:
-        return Score(0.0, {"length": 0.0, "portuguese": 0.0, "creativity": 0.0, "formal": 0.0})
+        return Score(0.0, dict.fromkeys(COMPONENTS, 0.0))
     portuguese = (
         0.5 * bool(_ACCENTED.search(text[: MAX_CHARS * 2]))
         + 0.5 * min(distinct_hits(folded, PORTUGUESE_STEMS), 2) / 2

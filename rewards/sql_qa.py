@@ -8,7 +8,8 @@ and the largest share of credit goes to a result that matches the gold answer:
   query + explanation 0.15 | concrete numbers in the prose 0.10 | domain words 0.10 (three)
 
 Without a database (scoring outside the pipeline with no gold) the execution tiers are 0, so such
-an answer scores at most 0.50.
+an answer scores at most 0.50. A hostile answer scores 0 outright: SQL the sandbox refuses
+(writes, ATTACH, PRAGMA, runaway or oversized queries) or a text far longer than any answer.
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ SQL_KEYWORDS = (
 )  # fmt: skip
 _KEYWORD_PATTERNS = [re.compile(r"\b" + kw.replace(" ", r"\s+") + r"\b") for kw in SQL_KEYWORDS]
 _SELECT = re.compile(r"\b(?:with|select)\b", re.IGNORECASE)
+_FENCED = re.compile(r"```(?:sql|sqlite)?[ \t]*\n(.*?)(?:```|$)", re.IGNORECASE | re.DOTALL)
+# Any statement a model might write, harmful ones included, so that the sandbox judges it.
+_STATEMENT = re.compile(
+    r"^\s*(?:select|with|drop|delete|update|insert|replace|create|alter|attach|detach|pragma"
+    r"|vacuum|reindex|analyze)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
 _FROM = re.compile(r"\bfrom\b", re.IGNORECASE)
 _QUERY_END = re.compile(r";|```|\n\s*\n")
 # A FROM this far after the SELECT no longer belongs to it.
@@ -57,15 +65,23 @@ DOMAIN_STEMS = (
 
 
 def find_query(text: str) -> tuple[int, int] | None:
-    """Span of the first SELECT/WITH ... FROM ... statement (to ';', a fence or a blank line)."""
+    """Span of the answer's SQL: the first ```sql block that holds a statement, else the first
+    SELECT/WITH ... FROM ..., else the first line that starts a statement (each to ';', a fence
+    or a blank line)."""
+    fence = _FENCED.search(text)
+    if fence and _STATEMENT.match(fence.group(1)):
+        return fence.span(1)
     select = _SELECT.search(text)
-    if select is None:
+    if select is not None:
+        from_ = _FROM.search(text, select.end(), select.end() + MAX_SELECT_TO_FROM)
+        if from_ is not None:
+            end = _QUERY_END.search(text, from_.end())
+            return select.start(), end.start() if end else len(text)
+    statement = _STATEMENT.search(text)
+    if statement is None:
         return None
-    from_ = _FROM.search(text, select.end(), select.end() + MAX_SELECT_TO_FROM)
-    if from_ is None:
-        return None
-    end = _QUERY_END.search(text, from_.end())
-    return select.start(), end.start() if end else len(text)
+    end = _QUERY_END.search(text, statement.end())
+    return statement.start(), end.start() if end else len(text)
 
 
 def _cell(value: Any) -> Any:
@@ -104,6 +120,9 @@ def gold_rows(database: Any, gold_answer: Any, gold_sql: Any) -> list[tuple] | N
     return None
 
 
+COMPONENTS = ("match", "runs", "structure", "query_and_explanation", "numbers", "domain")
+
+
 def score(
     completion: Any,
     database: Any = None,
@@ -111,7 +130,9 @@ def score(
     gold_sql: Any = None,
     **_: Any,
 ) -> Score:
-    text = completion_text(completion)[:SCAN_LIMIT]
+    text = completion_text(completion)
+    if len(text) > SCAN_LIMIT:
+        return Score(0.0, dict.fromkeys(COMPONENTS, 0.0))  # a flood, not an answer
     lowered = text.lower()
     keywords = sum(1 for pattern in _KEYWORD_PATTERNS if pattern.search(lowered))
     span = find_query(text)
@@ -120,6 +141,8 @@ def score(
     runs, match = 0.0, 0.0
     if span and database:
         run = execute(database, text[span[0] : span[1]])
+        if run.refused:
+            return Score(0.0, dict.fromkeys(COMPONENTS, 0.0))
         if run.ok:
             runs = 1.0
             gold = gold_rows(database, gold_answer, gold_sql)

@@ -37,6 +37,28 @@ class Execution:
     ok: bool
     rows: list[tuple] | None = None
     error: str | None = None
+    # True when the sandbox stopped the query (denied action, budget, size), as opposed to an
+    # honest mistake such as a syntax error or an unknown column.
+    refused: bool = False
+
+
+# How SQLite and the sqlite3 module word the sandbox's own refusals.
+_REFUSALS = (
+    "not authorized",
+    "authorization denied",
+    "interrupted",
+    "too big",
+    "one statement at a time",
+    "too many attached",
+)
+
+
+def _failure(exc: BaseException) -> Execution:
+    message = f"{type(exc).__name__}: {exc}"
+    refused = isinstance(exc, MemoryError | OverflowError) or any(
+        phrase in str(exc).lower() for phrase in _REFUSALS
+    )
+    return Execution(False, error=message, refused=refused)
 
 
 def _authorizer(action: int, arg1: str | None, arg2: str | None, *_: object) -> int:
@@ -50,7 +72,7 @@ def _authorizer(action: int, arg1: str | None, arg2: str | None, *_: object) -> 
 def execute(database: str | Path, sql: str) -> Execution:
     """Run one statement read-only under the budgets; never raises."""
     if len(sql) > MAX_SQL_CHARS:
-        return Execution(False, error=f"query longer than {MAX_SQL_CHARS} characters")
+        return Execution(False, error=f"query longer than {MAX_SQL_CHARS} characters", refused=True)
     try:
         connection = sqlite3.connect(
             f"file:{Path(database).resolve()}?mode=ro&immutable=1", uri=True, timeout=0.1
@@ -72,9 +94,9 @@ def execute(database: str | Path, sql: str) -> Execution:
         cursor = connection.execute(sql)
         rows = cursor.fetchmany(MAX_ROWS + 1)
         if len(rows) > MAX_ROWS:
-            return Execution(False, error=f"more than {MAX_ROWS} rows")
+            return Execution(False, error=f"more than {MAX_ROWS} rows", refused=True)
         return Execution(True, rows=rows)
     except (sqlite3.Error, sqlite3.Warning, ValueError, OverflowError, MemoryError) as exc:
-        return Execution(False, error=f"{type(exc).__name__}: {exc}")
+        return _failure(exc)
     finally:
         connection.close()

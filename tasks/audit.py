@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from scipy.stats import spearmanr
 
 import rewards
 from configs.recipe import TASKS, AuditConfig
-from rewards import score
+from rewards import score, sql_qa
 from tasks.caching import ContentKey
 from tasks.manifests import AuditResult, PreparedData
 from tasks.prep.build import data_database
@@ -43,11 +44,11 @@ _ANALYSIS = (
     "- Priorizar clientes do RJ, onde a nota média caiu.\n- Acompanhar a recompra por estado."
 )
 
-_COUNT_SP = (
+_SQL_ONLY = (
     "```sql\nSELECT COUNT(*) FROM orders o JOIN customers c ON c.customer_id = o.customer_id "
-    "WHERE c.customer_state = 'SP';\n```\nConta os pedidos de clientes de SP: o total de pedidos "
-    "do estado."
+    "WHERE c.customer_state = 'SP';\n```"
 )
+_COUNT_SP = _SQL_ONLY + "\nConta os pedidos de clientes de SP: o total de pedidos do estado."
 _GOLD_SP = (
     "SELECT COUNT(*) FROM orders o JOIN customers c ON c.customer_id = o.customer_id "
     "WHERE c.customer_state = 'SP'"
@@ -109,10 +110,40 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
             and _sql(_COUNT_SP, db).total > _sql(_COUNT_SP.replace("'SP'", "'RJ'"), db).total
         ),
     ),
-    "hostile_sql_scores_no_execution_credit": (
+    "sql_domain_vocabulary_is_broad": (
+        "V4.2.1: a 10-word domain list scored good Portuguese SQL answers as off-topic",
+        lambda db: math.isclose(
+            # only words the hotfix added: the original ten would find none of them
+            _sql(
+                _SQL_ONLY + "\nMostra o faturamento total e o ticket de cada estado.", db
+            ).components["domain"],
+            sql_qa.W_DOMAIN,
+        ),
+    ),
+    "rewards_are_capped_at_one": (
+        "v2: the extraction reward reached 2.0 and dominated the other tasks' gradients",
+        lambda db: all(
+            score(task, text, database=db, **context).total <= 1.0
+            for task, text, context in (
+                ("extraction", _GOOD_JSON * 3, {"review_score": 1}),
+                ("sql_qa", _COUNT_SP * 3, {"gold_sql": _GOLD_SP}),
+                ("insights", _ANALYSIS * 3, {}),
+                ("push", "Seu pedido chegou! 💙", {}),
+            )
+        ),
+    ),
+    "partial_answers_get_partial_credit": (
+        "v1: binary rewards gave whole groups the same score, so no gradient",
+        lambda _: (
+            0.0
+            < score("extraction", _GOOD_JSON[: _GOOD_JSON.index('"seller')] + "}").total
+            < score("extraction", _GOOD_JSON).total
+        ),
+    ),
+    "hostile_sql_scores_zero": (
         "model SQL runs against real tables: it must not write, attach or run forever",
         lambda db: all(
-            _sql(f"```sql\n{hostile}\n```", db).components["runs"] == 0
+            _sql(f"```sql\n{hostile}\n```", db).total == 0
             for hostile in (
                 "DROP TABLE orders",
                 "ATTACH '/etc/passwd' AS p",

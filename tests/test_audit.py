@@ -63,6 +63,14 @@ def test_gate_catches_sql_scored_by_looks_alone(prepared, monkeypatch) -> None:
     assert not result.per_task["probe:sql_must_answer_the_question"]["passed"]
 
 
+def test_gate_catches_the_ten_word_sql_domain_list(prepared, monkeypatch) -> None:
+    from rewards import sql_qa
+
+    monkeypatch.setattr(sql_qa, "DOMAIN_STEMS", sql_qa.DOMAIN_STEMS[:10])
+    result = audit_rewards(AuditConfig(), _db(prepared))
+    assert not result.per_task["probe:sql_domain_vocabulary_is_broad"]["passed"]
+
+
 def test_a_bad_audit_line_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "audit.jsonl"
     bad.write_text(

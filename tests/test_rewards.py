@@ -91,7 +91,7 @@ SQL_CASES = [
     (SQL.replace("COUNT(*)", "c.customer_state, COUNT(*)") + EXPLANATION, 1.0 - 0.20),
     (SQL.replace("SELECT", "SELEC") + EXPLANATION, 0.15 + 0.10 + 0.10),  # does not run
     ("Os clientes de SP fizeram 2.972 pedidos, com ticket médio alto.", 0.10 + 0.10),
-    ("```sql\nDROP TABLE orders;\n```" + EXPLANATION, 0.10 + 0.10),
+    ("```sql\nDROP TABLE orders;\n```" + EXPLANATION, 0.0),  # hostile: nothing at all
     ("", 0.0),
 ]
 

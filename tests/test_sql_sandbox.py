@@ -55,11 +55,24 @@ def test_hostile_sql_fails_changes_nothing_and_ends(database: Path, name: str) -
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_completion_scores_no_execution_credit(database: Path, name: str) -> None:
-    completion = f"```sql\n{HOSTILE[name]}\n```\nResultado da consulta."
+def test_hostile_completion_scores_zero(database: Path, name: str) -> None:
+    completion = (
+        f"```sql\n{HOSTILE[name]}\n```\nA consulta calcula o total de pedidos por cliente: 42."
+    )
     result = score("sql_qa", completion, database=str(database), gold_answer="[[1]]")
-    assert result.components["runs"] == result.components["match"] == 0.0
-    assert 0.0 <= result.total <= 1.0
+    assert result.total == 0.0
+
+
+def test_a_100_mb_answer_scores_zero(database: Path) -> None:
+    flood = (
+        "```sql\nSELECT COUNT(*) FROM orders;\n```\nTotal de pedidos: 7152. " + "a" * 100_000_000
+    )
+    assert score("sql_qa", flood, database=str(database), gold_answer="[[7152]]").total == 0.0
+
+
+def test_an_honest_mistake_is_not_treated_as_hostile(database: Path) -> None:
+    result = execute(database, "SELECT no_such_column FROM orders")
+    assert not result.ok and not result.refused
 
 
 def test_honest_queries_still_run(database: Path) -> None:
