@@ -140,6 +140,7 @@ class TrainingConfig(_Strict):
     max_steps: int = Field(1500, gt=0)
     eval_steps: int = Field(50, gt=0)
     save_steps: int = Field(100, gt=0)
+    keep_checkpoints: int = Field(3, gt=0, description="Checkpoints kept in the store.")
     early_stopping_patience: int = Field(15, gt=0)
     logging_steps: int = Field(1, gt=0)
 

@@ -95,7 +95,7 @@ class ArtifactStore:
         """Upload a folder so that it is complete or invisible: files first, marker last."""
         local_dir = Path(local_dir)
         files = sorted(p for p in local_dir.rglob("*") if p.is_file())
-        digest = _digest_files(local_dir, files)
+        digest = digest_folder(local_dir)
         if self.is_local:
             target = Path(self.path(rel))
             staging = target.parent / f".tmp-{target.name}-{uuid.uuid4().hex[:8]}"
@@ -111,6 +111,35 @@ class ArtifactStore:
                 self.fs.put_file(str(file), self.path(f"{rel}/{file.relative_to(local_dir)}"))
         self.write_text(f"{rel}/{COMPLETE_MARKER}", digest)
         return self.uri(rel)
+
+    def listdir(self, rel: str) -> list[str]:
+        """Names directly under a folder (empty when it does not exist)."""
+        if not self.exists(rel):
+            return []
+        return sorted(
+            entry.rstrip("/").rsplit("/", 1)[-1]
+            for entry in self.fs.ls(self.path(rel), detail=False)
+        )
+
+    def remove(self, rel: str) -> None:
+        """Delete a folder: its marker first, so it turns invisible before it turns partial."""
+        if self.is_complete(rel):
+            self.fs.rm(self.path(f"{rel}/{COMPLETE_MARKER}"))
+        if self.exists(rel):
+            self.fs.rm(self.path(rel), recursive=True)
+
+    def get_dir(self, rel: str, local_dir: str | os.PathLike[str]) -> Path:
+        """Copy a folder's files (not its marker) to a new local folder."""
+        local_dir = Path(local_dir)
+        local_dir.parent.mkdir(parents=True, exist_ok=True)
+        if self.is_local:
+            shutil.copytree(
+                self.path(rel), local_dir, ignore=shutil.ignore_patterns(COMPLETE_MARKER)
+            )
+        else:
+            self.fs.get(self.path(rel) + "/", str(local_dir) + "/", recursive=True)
+            (local_dir / COMPLETE_MARKER).unlink(missing_ok=True)
+        return local_dir
 
     def is_complete(self, rel: str) -> bool:
         return self.exists(f"{rel}/{COMPLETE_MARKER}")
@@ -142,9 +171,10 @@ def _protocol(fs: fsspec.AbstractFileSystem) -> str:
     return fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
 
 
-def _digest_files(root: Path, files: list[Path]) -> str:
+def digest_folder(root: Path) -> str:
+    """Digest of a folder's file names and contents (its marker excluded)."""
     digest = hashlib.sha256()
-    for file in files:
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
         if file.name == COMPLETE_MARKER:
             continue
         digest.update(str(file.relative_to(root)).encode())

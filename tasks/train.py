@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from configs.recipe import LoraConfig, TaskWeightingConfig, TrainingConfig
 from rewards import SCORERS, RewardFunction, trl_component_functions, trl_reward_functions
 from rewards.task_weighting import TaskWeighting
 from tasks.caching import ContentKey
+from tasks.checkpoints import RunCheckpoints
 from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.model import load_model_and_tokenizer
 from tasks.prep.build import data_database
@@ -72,6 +74,8 @@ def grpo_config(training: TrainingConfig, seed: int, output_dir: Path) -> Any:
         # Sampling is the recipe's alone: no top-k from the model's generation_config.json.
         top_k=0,
         save_strategy="steps",
+        # Only the newest local copy is kept; the store keeps `keep_checkpoints` of them.
+        save_total_limit=1,
         report_to=[],
         bf16=on_gpu and torch.cuda.is_bf16_supported(),
         use_cpu=not on_gpu,
@@ -91,7 +95,9 @@ def reward_functions(training: TrainingConfig, database: str) -> list[RewardFunc
 TASK_WEIGHTING_FILE = "task_weighting.json"
 
 
-def _task_weighting(config: TaskWeightingConfig, functions: list[RewardFunction]) -> Any:
+def _task_weighting(
+    config: TaskWeightingConfig, functions: list[RewardFunction], resume: Path | None
+) -> Any:
     import torch
     from transformers import TrainerCallback
 
@@ -100,10 +106,23 @@ def _task_weighting(config: TaskWeightingConfig, functions: list[RewardFunction]
         functions; each checkpoint: save IWU's state beside the model's."""
 
         def __init__(self) -> None:
-            self.weighting = TaskWeighting(
-                tuple(SCORERS), config.eta, config.window, config.min_weight
+            saved = resume / TASK_WEIGHTING_FILE if resume else None
+            self.weighting = (
+                TaskWeighting.from_state_dict(json.loads(saved.read_text()))
+                if saved is not None and saved.exists()
+                else TaskWeighting(tuple(SCORERS), config.eta, config.window, config.min_weight)
             )
             self.trainer: Any = None
+
+        def attach(self, trainer: Any) -> None:
+            self.trainer = trainer
+            self._apply()
+
+        def _apply(self) -> None:
+            multipliers = self.weighting.multipliers()
+            self.trainer.reward_weights = torch.tensor(
+                [multipliers[fn.task] for fn in functions], dtype=torch.float32
+            )
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
             means: dict[str, float] = {}
@@ -112,10 +131,7 @@ def _task_weighting(config: TaskWeightingConfig, functions: list[RewardFunction]
                 if value is not None:
                     means[fn.task] = means.get(fn.task, 0.0) + value
             self.weighting.update(means)
-            multipliers = self.weighting.multipliers()
-            self.trainer.reward_weights = torch.tensor(
-                [multipliers[fn.task] for fn in functions], dtype=torch.float32
-            )
+            self._apply()
             log.info("task weights %s", {t: round(w, 3) for t, w in self.weighting.weights.items()})
 
         def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
@@ -125,7 +141,7 @@ def _task_weighting(config: TaskWeightingConfig, functions: list[RewardFunction]
     return ApplyTaskWeights()
 
 
-def _checkpoint_uploader(store: ArtifactStore, prefix: str) -> Any:
+def _checkpoint_uploader(checkpoints: RunCheckpoints) -> Any:
     from transformers import TrainerCallback
 
     class UploadCheckpoints(TrainerCallback):
@@ -134,9 +150,45 @@ def _checkpoint_uploader(store: ArtifactStore, prefix: str) -> Any:
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             local = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if local.is_dir():
-                store.put_dir(local, f"{prefix}/checkpoint-{state.global_step}")
+                checkpoints.upload(local, state.global_step)
 
     return UploadCheckpoints()
+
+
+class Preempted(RuntimeError):
+    """SIGTERM arrived (a spot VM's notice): a final checkpoint was saved; run again to resume."""
+
+
+def _sigterm_checkpoint() -> Any:
+    from transformers import TrainerCallback
+
+    class CheckpointOnSigterm(TrainerCallback):
+        """On SIGTERM, finish the current step, save a checkpoint and stop."""
+
+        def __init__(self) -> None:
+            self.received = False
+            self.previous: Any = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            try:
+                self.previous = signal.signal(signal.SIGTERM, self._handle)
+            except ValueError:  # not the main thread: the process's own handler stays
+                log.warning("SIGTERM checkpointing unavailable outside the main thread")
+
+        def _handle(self, signum: int, frame: Any) -> None:
+            log.warning("SIGTERM: saving a checkpoint after this step, then stopping")
+            self.received = True
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            if self.received:
+                control.should_save = True
+                control.should_training_stop = True
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            if self.previous is not None:
+                signal.signal(signal.SIGTERM, self.previous)
+
+    return CheckpointOnSigterm()
 
 
 def _step_logger() -> Any:
@@ -191,28 +243,43 @@ def train_seed(
         task_type="CAUSAL_LM",
     )
     functions = reward_functions(training, str(database))
-    callbacks = [_checkpoint_uploader(store, f"{folder}/checkpoints"), _step_logger()]
-    weighting = None
-    if training.task_weighting.enabled:
-        weighting = _task_weighting(training.task_weighting, functions)
-        # First, so that its state is in a checkpoint before the uploader copies it.
-        callbacks.insert(0, weighting)
+    checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
+    sigterm = _sigterm_checkpoint()
     with tempfile.TemporaryDirectory(prefix="tucano-train-") as tmp:
+        output_dir = Path(tmp) / "checkpoints"
+        resume = checkpoints.restore_latest(output_dir)
+        callbacks = [_checkpoint_uploader(checkpoints), _step_logger(), sigterm]
+        weighting = None
+        if training.task_weighting.enabled:
+            weighting = _task_weighting(training.task_weighting, functions, resume)
+            # First, so that its state is in a checkpoint before the uploader copies it.
+            callbacks.insert(0, weighting)
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=functions,
-            args=grpo_config(training, seed, Path(tmp) / "checkpoints"),
+            args=grpo_config(training, seed, output_dir),
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=peft_config,
             callbacks=callbacks,
         )
         if weighting is not None:
-            weighting.trainer = trainer
+            weighting.attach(trainer)
         # The default printer dumps every metric dict to stdout; _step_logger says what matters.
         trainer.remove_callback(PrinterCallback)
-        log.info("training seed %d (run %s) for %d steps", seed, key, training.max_steps)
-        trainer.train()
+        log.info(
+            "training seed %d (run %s) for %d steps%s",
+            seed,
+            key,
+            training.max_steps,
+            f", resuming at step {resume.name.split('-')[1]}" if resume else "",
+        )
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        if sigterm.received:
+            raise Preempted(
+                f"seed {seed}: stopped by SIGTERM after step {trainer.state.global_step}; "
+                f"its checkpoint is in {store.uri(checkpoints.folder)}"
+            )
         adapter_dir = Path(tmp) / "adapter"
         trainer.save_model(str(adapter_dir))
         store.put_dir(adapter_dir, f"{folder}/adapter")

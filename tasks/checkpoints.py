@@ -1,0 +1,60 @@
+"""A training run's checkpoints in the artifact store: complete or invisible, newest restorable.
+
+Each checkpoint is uploaded as a folder whose marker, written last, records its content digest.
+Restoring walks the checkpoints newest first and takes the first whose marker exists and whose
+downloaded files match the digest; a half-uploaded or truncated one is skipped with a warning.
+Old checkpoints are pruned to the recipe's limit, never the one holding the best model.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from pathlib import Path
+
+from tasks.store import ArtifactStore, digest_folder
+
+log = logging.getLogger("tucano.checkpoints")
+
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+class RunCheckpoints:
+    def __init__(self, store: ArtifactStore, folder: str, keep: int):
+        self.store, self.folder, self.keep = store, folder, keep
+        self.protected: set[int] = set()
+
+    def _rel(self, step: int) -> str:
+        return f"{self.folder}/checkpoint-{step}"
+
+    def steps(self) -> list[int]:
+        """Steps of every checkpoint folder in the store, complete or not, oldest first."""
+        names = (_CHECKPOINT.match(name) for name in self.store.listdir(self.folder))
+        return sorted(int(match.group(1)) for match in names if match)
+
+    def upload(self, local_dir: Path, step: int) -> None:
+        self.store.put_dir(local_dir, self._rel(step))
+        self.prune()
+
+    def prune(self) -> None:
+        complete = [step for step in self.steps() if self.store.is_complete(self._rel(step))]
+        for step in complete[: max(0, len(complete) - self.keep)]:
+            if step not in self.protected:
+                self.store.remove(self._rel(step))
+
+    def restore_latest(self, output_dir: Path) -> Path | None:
+        """Download the newest verified checkpoint into output_dir; None when there is none."""
+        for step in reversed(self.steps()):
+            rel = self._rel(step)
+            if not self.store.is_complete(rel):
+                log.warning("skipping %s: no completeness marker (upload never finished)", rel)
+                continue
+            local = self.store.get_dir(rel, output_dir / f"checkpoint-{step}")
+            if digest_folder(local) != self.store.dir_digest(rel):
+                log.warning("skipping %s: files do not match their marker (truncated/corrupt)", rel)
+                shutil.rmtree(local)
+                continue
+            log.info("resuming from %s", self.store.uri(rel))
+            return local
+        return None

@@ -1,0 +1,114 @@
+"""The proof: SIGKILL a training process after a checkpoint, start it again, and it resumes there,
+runs exactly the remaining steps, and ends with the same adapter as a run never interrupted."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tasks.store import ArtifactStore
+
+from .conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+MAX_STEPS, SAVE_STEPS = 6, 2
+RECIPE = {
+    "name": "resume_test",
+    "seeds": [7],
+    "data": {
+        "train_size": 40,
+        "eval_per_task": {"extraction": 2, "sql_qa": 2, "insights": 2, "push": 2},
+    },
+    "model": {
+        "tiny": {
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "intermediate_size": 64,
+            "tokenizer_vocab_size": 600,
+        }
+    },
+    "training": {
+        "learning_rate": 1e-3,
+        "num_generations": 4,
+        "prompts_per_step": 2,
+        "max_completion_length": 16,
+        "max_steps": MAX_STEPS,
+        "save_steps": SAVE_STEPS,
+        "keep_checkpoints": 5,
+        "task_weighting": {"enabled": True, "window": 1},
+    },
+}
+STEP_LINE = re.compile(rf"step (\d+)/{MAX_STEPS} ")
+
+
+def _start(tmp: Path, artifacts: Path) -> subprocess.Popen:
+    env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect-home"), "PYTHONUNBUFFERED": "1"}
+    env.pop("PREFECT_API_URL", None)
+    command = [sys.executable, "-m", "flows.cli", "train", "--seed", "7"]
+    command += ["--config", str(tmp / "recipe.yaml"), "--artifacts", str(artifacts)]
+    return subprocess.Popen(
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _finish(process: subprocess.Popen) -> str:
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output[-3000:]
+    return output
+
+
+def _complete_checkpoints(store: ArtifactStore) -> list[int]:
+    steps = []
+    for run in store.listdir("runs"):
+        for name in store.listdir(f"runs/{run}/checkpoints"):
+            if store.is_complete(f"runs/{run}/checkpoints/{name}"):
+                steps.append(int(name.split("-")[1]))
+    return sorted(steps)
+
+
+def _adapter_bytes(store: ArtifactStore) -> bytes:
+    (run,) = store.listdir("runs")
+    return store.read_bytes(f"runs/{run}/adapter/adapter_model.safetensors")
+
+
+def test_sigkill_then_restart_resumes_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(RECIPE))
+    reference = ArtifactStore(tmp_path / "reference")
+    _finish(_start(tmp_path, tmp_path / "reference"))
+
+    interrupted = ArtifactStore(tmp_path / "interrupted")
+    process = _start(tmp_path, tmp_path / "interrupted")
+    deadline = time.monotonic() + 300
+    while not _complete_checkpoints(interrupted):
+        assert process.poll() is None, process.stdout.read()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    at_kill = _complete_checkpoints(interrupted)[-1]
+    assert at_kill < MAX_STEPS, "the run finished before it could be killed"
+    assert not interrupted.exists(f"runs/{interrupted.listdir('runs')[0]}/adapter")
+
+    output = _finish(_start(tmp_path, tmp_path / "interrupted"))
+    assert f"resuming at step {at_kill}" in output
+    steps_run = [int(step) for step in STEP_LINE.findall(output)]
+    assert steps_run == list(range(at_kill + 1, MAX_STEPS + 1))  # exactly the remaining steps
+
+    assert _adapter_bytes(interrupted) == _adapter_bytes(reference)
+    (run,) = interrupted.listdir("runs")
+    resumed = interrupted.read_json(f"runs/{run}/log_history.json")
+    uninterrupted = reference.read_json(f"runs/{run}/log_history.json")
+    assert resumed[-2]["step"] == uninterrupted[-2]["step"] == MAX_STEPS
+    for key in ("reward", "loss", "entropy", "grad_norm"):
+        assert resumed[-2][key] == uninterrupted[-2][key], key
