@@ -23,6 +23,8 @@ os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tucano")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 RESULTS_FOLDER = ".prefect-results"
+# 128 + SIGTERM, what a shell reports for a process ended by the spot VM's notice.
+EXIT_TERMINATED = 143
 
 
 @contextmanager
@@ -140,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tasks.audit import AuditFailed
     from tasks.prep.olist import OlistSchemaError
+    from tasks.train import Preempted
 
     store = ArtifactStore(args.artifacts)
     try:
@@ -148,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OlistSchemaError, AuditFailed) as exc:
         print(f"tucano {args.command}: {exc}", file=sys.stderr)
         return 1
+    except Preempted as exc:
+        print(f"tucano {args.command}: {exc}", file=sys.stderr)
+        return EXIT_TERMINATED
     # The last line a run prints says where its output is: Prefect's own shutdown chatter
     # (stopping the temporary server) would otherwise come after it.
     logging.getLogger("prefect").setLevel(logging.WARNING)

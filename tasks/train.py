@@ -295,6 +295,18 @@ def train_seed(
     )
 
 
+def _retry_unless_preempted(task: Any, task_run: Any, state: Any) -> bool:
+    """A retry resumes from the newest checkpoint, which helps after a crash; after SIGTERM the
+    machine is going away, so resuming is the next run's job (issue: automatic resume)."""
+    try:
+        state.result()
+    except Preempted:
+        return False
+    except Exception:
+        return True
+    return True
+
+
 train_seed_task = task(
     train_seed,
     name="train-seed",
@@ -303,4 +315,5 @@ train_seed_task = task(
     persist_result=True,
     retries=1,
     retry_delay_seconds=10,
+    retry_condition_fn=_retry_unless_preempted,
 )

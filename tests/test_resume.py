@@ -77,6 +77,14 @@ def _complete_checkpoints(store: ArtifactStore) -> list[int]:
     return sorted(steps)
 
 
+def _wait_for_checkpoint(process: subprocess.Popen, store: ArtifactStore) -> None:
+    deadline = time.monotonic() + 300
+    while not _complete_checkpoints(store):
+        assert process.poll() is None, process.stdout.read()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+
+
 def _adapter_bytes(store: ArtifactStore) -> bytes:
     (run,) = store.listdir("runs")
     return store.read_bytes(f"runs/{run}/adapter/adapter_model.safetensors")
@@ -89,11 +97,7 @@ def test_sigkill_then_restart_resumes_and_matches_an_uninterrupted_run(tmp_path:
 
     interrupted = ArtifactStore(tmp_path / "interrupted")
     process = _start(tmp_path, tmp_path / "interrupted")
-    deadline = time.monotonic() + 300
-    while not _complete_checkpoints(interrupted):
-        assert process.poll() is None, process.stdout.read()[-3000:]
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
+    _wait_for_checkpoint(process, interrupted)
     process.send_signal(signal.SIGKILL)
     process.wait()
     at_kill = _complete_checkpoints(interrupted)[-1]
@@ -106,8 +110,25 @@ def test_sigkill_then_restart_resumes_and_matches_an_uninterrupted_run(tmp_path:
     assert steps_run == list(range(at_kill + 1, MAX_STEPS + 1))  # exactly the remaining steps
 
     assert _adapter_bytes(interrupted) == _adapter_bytes(reference)
-    (run,) = interrupted.listdir("runs")
-    resumed = interrupted.read_json(f"runs/{run}/log_history.json")
+    _same_final_metrics(interrupted, reference)
+
+    # SIGTERM, a spot VM's notice: the step in progress ends, a checkpoint is saved, exit 143.
+    terminated = ArtifactStore(tmp_path / "terminated")
+    process = _start(tmp_path, tmp_path / "terminated")
+    _wait_for_checkpoint(process, terminated)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode == 143, output[-3000:]
+    last_step = int(STEP_LINE.findall(output)[-1])
+    assert _complete_checkpoints(terminated)[-1] == last_step < MAX_STEPS
+    output = _finish(_start(tmp_path, tmp_path / "terminated"))
+    assert f"resuming at step {last_step}" in output
+    assert _adapter_bytes(terminated) == _adapter_bytes(reference)
+
+
+def _same_final_metrics(resumed_store: ArtifactStore, reference: ArtifactStore) -> None:
+    (run,) = resumed_store.listdir("runs")
+    resumed = resumed_store.read_json(f"runs/{run}/log_history.json")
     uninterrupted = reference.read_json(f"runs/{run}/log_history.json")
     assert resumed[-2]["step"] == uninterrupted[-2]["step"] == MAX_STEPS
     for key in ("reward", "loss", "entropy", "grad_norm"):
