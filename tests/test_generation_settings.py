@@ -1,0 +1,67 @@
+"""Generation settings come from the recipe, never from the model's generation_config.json.
+
+The seed's first run trained at temperature 0.1 because the model's generation_config said so,
+and every rollout of a group came out the same: no variance, no gradient.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from transformers import GenerationConfig
+from transformers.generation.utils import GenerationMixin
+
+from configs.recipe import LoraConfig, ModelConfig, TrainingConfig
+from tasks.manifests import BaseModelArtifact
+from tasks.model import prepare_base_model
+from tasks.store import ArtifactStore
+from tasks.train import train_seed
+
+from .conftest import SMALLEST_QWEN2
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_model_saying_temperature_0_1_still_trains_at_the_recipes_temperature(
+    prepared, tmp_path, monkeypatch
+) -> None:
+    store, data = prepared
+    base = prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2), data, store)
+    # A copy of the model with the seed's poisonous defaults, in a store of its own.
+    folder = Path(shutil.copytree(store.local_dir(base.location), tmp_path / "model"))
+    poisoned = GenerationConfig.from_pretrained(folder)
+    poisoned.update(do_sample=True, temperature=0.1, top_p=0.5, top_k=5)
+    poisoned.save_pretrained(folder)
+    copy = ArtifactStore(tmp_path / "store")
+    copy.put_dir(folder, base.location)
+    base = BaseModelArtifact(**{**base.model_dump(), "fingerprint": copy.dir_digest(base.location)})
+    copy.put_dir(store.local_dir(data.folder), data.folder)
+
+    seen: list[tuple] = []
+    original = GenerationMixin._sample
+
+    def spy(self, input_ids, logits_processor, stopping_criteria, generation_config, *a, **k):
+        seen.append(
+            (generation_config.temperature, generation_config.top_p, generation_config.top_k)
+        )
+        return original(
+            self, input_ids, logits_processor, stopping_criteria, generation_config, *a, **k
+        )
+
+    monkeypatch.setattr(GenerationMixin, "_sample", spy)
+    training = TrainingConfig(
+        num_generations=4,
+        prompts_per_step=1,
+        max_completion_length=8,
+        max_steps=1,
+        temperature=1.0,
+        top_p=1.0,
+    )
+    train_seed(training, LoraConfig(), data, base, seed=1, store=copy)
+    assert seen, "no sampling happened"
+    for temperature, top_p, top_k in seen:
+        assert temperature == 1.0
+        assert top_p == 1.0
+        assert top_k in (0, None)
