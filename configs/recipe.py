@@ -116,6 +116,14 @@ class TaskWeightingConfig(_Strict):
     min_weight: float = Field(0.05, ge=0, lt=0.25, description="Floor of any task's weight.")
 
 
+class EntropyGuardConfig(_Strict):
+    """Stop when the policy's entropy at eval stays below a fraction of its first value."""
+
+    enabled: bool = True
+    min_fraction: float = Field(0.3, gt=0, lt=1)
+    evals: int = Field(2, gt=0, description="Consecutive low-entropy evals before stopping.")
+
+
 class TrainingConfig(_Strict):
     learning_rate: float = Field(5e-6, gt=0)
     # Constant after warm-up: the seed's cosine schedule had decayed to ~0 by step 130 of 600.
@@ -141,7 +149,13 @@ class TrainingConfig(_Strict):
     eval_steps: int = Field(50, gt=0)
     save_steps: int = Field(100, gt=0)
     keep_checkpoints: int = Field(3, gt=0, description="Checkpoints kept in the store.")
-    early_stopping_patience: int = Field(15, gt=0)
+    early_stopping_patience: int = Field(15, gt=0, description="Evals without a new best.")
+    min_improvement: float = Field(0.0, ge=0, description="Eval-reward gain that counts as one.")
+    heldout_prompts: int = Field(
+        32, ge=0, description="Train prompts held out for periodic eval; 0 turns eval off."
+    )
+    num_generations_eval: int = Field(4, ge=2)
+    entropy_guard: EntropyGuardConfig = Field(default_factory=EntropyGuardConfig)
     logging_steps: int = Field(1, gt=0)
 
 

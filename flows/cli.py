@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tasks.audit import AuditFailed
     from tasks.prep.olist import OlistSchemaError
-    from tasks.train import Preempted
+    from tasks.stopping import Preempted
 
     store = ArtifactStore(args.artifacts)
     try:

@@ -56,6 +56,9 @@ class Adapter(Manifest):
     folder: str
     log_history: str
     global_step: int
+    best_step: int | None = None
+    best_eval_reward: float | None = None
+    stop_reason: str | None = None
 
 
 class EvalRows(Manifest):

@@ -10,21 +10,20 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import signal
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 
-from configs.recipe import LoraConfig, TaskWeightingConfig, TrainingConfig
-from rewards import SCORERS, RewardFunction, trl_component_functions, trl_reward_functions
-from rewards.task_weighting import TaskWeighting
+from configs.recipe import LoraConfig, TrainingConfig
+from rewards import RewardFunction, trl_component_functions, trl_reward_functions
 from tasks.caching import ContentKey
 from tasks.checkpoints import RunCheckpoints
 from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.model import load_model_and_tokenizer
 from tasks.prep.build import data_database
+from tasks.stopping import Preempted, StopRules
 from tasks.store import ArtifactStore
 
 log = logging.getLogger("tucano.train")
@@ -74,6 +73,10 @@ def grpo_config(training: TrainingConfig, seed: int, output_dir: Path) -> Any:
         # Sampling is the recipe's alone: no top-k from the model's generation_config.json.
         top_k=0,
         save_strategy="steps",
+        eval_strategy="steps" if training.heldout_prompts else "no",
+        eval_steps=training.eval_steps,
+        num_generations_eval=training.num_generations_eval,
+        per_device_eval_batch_size=training.num_generations_eval * training.prompts_per_step,
         # Only the newest local copy is kept; the store keeps `keep_checkpoints` of them.
         save_total_limit=1,
         report_to=[],
@@ -92,129 +95,14 @@ def reward_functions(training: TrainingConfig, database: str) -> list[RewardFunc
     return trl_reward_functions(database)
 
 
-TASK_WEIGHTING_FILE = "task_weighting.json"
-
-
-def _task_weighting(
-    config: TaskWeightingConfig, functions: list[RewardFunction], resume: Path | None
-) -> Any:
-    import torch
-    from transformers import TrainerCallback
-
-    class ApplyTaskWeights(TrainerCallback):
-        """Each logging step: feed the tasks' mean rewards to IWU and reweight TRL's reward
-        functions; each checkpoint: save IWU's state beside the model's."""
-
-        def __init__(self) -> None:
-            saved = resume / TASK_WEIGHTING_FILE if resume else None
-            self.weighting = (
-                TaskWeighting.from_state_dict(json.loads(saved.read_text()))
-                if saved is not None and saved.exists()
-                else TaskWeighting(tuple(SCORERS), config.eta, config.window, config.min_weight)
-            )
-            self.trainer: Any = None
-
-        def attach(self, trainer: Any) -> None:
-            self.trainer = trainer
-            self._apply()
-
-        def _apply(self) -> None:
-            multipliers = self.weighting.multipliers()
-            self.trainer.reward_weights = torch.tensor(
-                [multipliers[fn.task] for fn in functions], dtype=torch.float32
-            )
-
-        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
-            means: dict[str, float] = {}
-            for fn in functions:
-                value = (logs or {}).get(f"rewards/{fn.__name__}/mean")
-                if value is not None:
-                    means[fn.task] = means.get(fn.task, 0.0) + value
-            self.weighting.update(means)
-            self._apply()
-            log.info("task weights %s", {t: round(w, 3) for t, w in self.weighting.weights.items()})
-
-        def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            (folder / TASK_WEIGHTING_FILE).write_text(json.dumps(self.weighting.state_dict()))
-
-    return ApplyTaskWeights()
-
-
-def _checkpoint_uploader(checkpoints: RunCheckpoints) -> Any:
-    from transformers import TrainerCallback
-
-    class UploadCheckpoints(TrainerCallback):
-        """Copies each saved checkpoint into the store (marker last) as soon as it exists."""
-
-        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            local = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            if local.is_dir():
-                checkpoints.upload(local, state.global_step)
-
-    return UploadCheckpoints()
-
-
-class Preempted(RuntimeError):
-    """SIGTERM arrived (a spot VM's notice): a final checkpoint was saved; run again to resume."""
-
-
-def _sigterm_checkpoint() -> Any:
-    from transformers import TrainerCallback
-
-    class CheckpointOnSigterm(TrainerCallback):
-        """On SIGTERM, finish the current step, save a checkpoint and stop."""
-
-        def __init__(self) -> None:
-            self.received = False
-            self.previous: Any = None
-
-        def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-            try:
-                self.previous = signal.signal(signal.SIGTERM, self._handle)
-            except ValueError:  # not the main thread: the process's own handler stays
-                log.warning("SIGTERM checkpointing unavailable outside the main thread")
-
-        def _handle(self, signum: int, frame: Any) -> None:
-            log.warning("SIGTERM: saving a checkpoint after this step, then stopping")
-            self.received = True
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-            if self.received:
-                control.should_save = True
-                control.should_training_stop = True
-
-        def on_train_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-            if self.previous is not None:
-                signal.signal(signal.SIGTERM, self.previous)
-
-    return CheckpointOnSigterm()
-
-
-def _step_logger() -> Any:
-    from transformers import TrainerCallback
-
-    class LogSteps(TrainerCallback):
-        """One line per logging step with what tells a healthy GRPO run from a dead one."""
-
-        def on_log(
-            self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any
-        ) -> None:
-            if logs and "reward" in logs:
-                log.info(
-                    "step %d/%d reward %.3f (std %.3f) frac_reward_zero_std %.2f entropy %.3f "
-                    "clip_high %.3f lr %.2e",
-                    state.global_step,
-                    state.max_steps,
-                    logs["reward"],
-                    logs.get("reward_std", float("nan")),
-                    logs.get("frac_reward_zero_std", float("nan")),
-                    logs.get("entropy", float("nan")),
-                    logs.get("clip_ratio/high_mean", float("nan")),
-                    logs.get("learning_rate", float("nan")),
-                )
-
-    return LogSteps()
+def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]:
+    """The last `heldout` train prompts (the file is already shuffled) are held out for periodic
+    eval; the final eval split is never seen during training."""
+    if heldout >= len(rows):
+        raise ValueError(
+            f"training.heldout_prompts={heldout} leaves no train prompts of {len(rows)}"
+        )
+    return (rows[:-heldout], rows[-heldout:]) if heldout else (rows, [])
 
 
 def train_seed(
@@ -230,11 +118,12 @@ def train_seed(
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
 
+    from tasks import callbacks
+
     key = run_key(training, lora, data, base, seed)
-    database = data_database(data, store)
     folder = f"runs/{key}"
     model, tokenizer = load_model_and_tokenizer(base, store)
-    dataset = Dataset.from_list(store.read_jsonl(data.train))
+    train_rows, heldout_rows = split_heldout(store.read_jsonl(data.train), training.heldout_prompts)
     peft_config = PeftLoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
@@ -242,30 +131,35 @@ def train_seed(
         target_modules=lora.target_modules,
         task_type="CAUSAL_LM",
     )
-    functions = reward_functions(training, str(database))
+    functions = reward_functions(training, str(data_database(data, store)))
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
-    sigterm = _sigterm_checkpoint()
+    sigterm = callbacks.CheckpointOnSigterm()
     with tempfile.TemporaryDirectory(prefix="tucano-train-") as tmp:
         output_dir = Path(tmp) / "checkpoints"
         resume = checkpoints.restore_latest(output_dir)
-        callbacks = [_checkpoint_uploader(checkpoints), _step_logger(), sigterm]
-        weighting = None
+        # The stateful callbacks come first, so their state is in a checkpoint before upload.
+        keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
+        stateful: list[Any] = [keep_best]
         if training.task_weighting.enabled:
-            weighting = _task_weighting(training.task_weighting, functions, resume)
-            # First, so that its state is in a checkpoint before the uploader copies it.
-            callbacks.insert(0, weighting)
+            stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=functions,
             args=grpo_config(training, seed, output_dir),
-            train_dataset=dataset,
+            train_dataset=Dataset.from_list(train_rows),
+            eval_dataset=Dataset.from_list(heldout_rows) if heldout_rows else None,
             processing_class=tokenizer,
             peft_config=peft_config,
-            callbacks=callbacks,
+            callbacks=[
+                *stateful,
+                callbacks.UploadCheckpoints(checkpoints),
+                callbacks.LogSteps(),
+                sigterm,
+            ],
         )
-        if weighting is not None:
-            weighting.attach(trainer)
-        # The default printer dumps every metric dict to stdout; _step_logger says what matters.
+        for callback in stateful[1:]:
+            callback.attach(trainer)
+        # The default printer dumps every metric dict to stdout; LogSteps says what matters.
         trainer.remove_callback(PrinterCallback)
         log.info(
             "training seed %d (run %s) for %d steps%s",
@@ -280,18 +174,43 @@ def train_seed(
                 f"seed {seed}: stopped by SIGTERM after step {trainer.state.global_step}; "
                 f"its checkpoint is in {store.uri(checkpoints.folder)}"
             )
-        adapter_dir = Path(tmp) / "adapter"
-        trainer.save_model(str(adapter_dir))
-        store.put_dir(adapter_dir, f"{folder}/adapter")
-        fingerprint = store.dir_digest(f"{folder}/adapter")
+        trainer.save_model(str(Path(tmp) / "final"))
+        store.put_dir(Path(tmp) / "final", f"{folder}/final")
     store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
+    rules = keep_best.rules
+    # The run's adapter is the best by held-out reward; the final one when nothing was evaluated.
+    exported = (
+        f"{folder}/{callbacks.BEST_FOLDER}" if rules.best_step is not None else f"{folder}/final"
+    )
+    summary = {
+        "final_step": trainer.state.global_step,
+        "best_step": rules.best_step,
+        "best_eval_reward": rules.state_dict()["best_reward"],
+        "stop_reason": rules.stop_reason or "max_steps reached",
+        "adapter": exported,
+    }
+    store.write_json(f"{folder}/summary.json", summary)
+    log.info("seed %d done: %s", seed, summary)
     return Adapter(
-        fingerprint=fingerprint,
+        fingerprint=store.dir_digest(exported),
         seed=seed,
         run_key=key,
-        folder=f"{folder}/adapter",
+        folder=exported,
         log_history=f"{folder}/log_history.json",
         global_step=trainer.state.global_step,
+        best_step=rules.best_step,
+        best_eval_reward=summary["best_eval_reward"],
+        stop_reason=summary["stop_reason"],
+    )
+
+
+def stop_rules(training: TrainingConfig) -> StopRules:
+    guard = training.entropy_guard
+    return StopRules(
+        patience=training.early_stopping_patience,
+        min_improvement=training.min_improvement,
+        entropy_fraction=guard.min_fraction if guard.enabled else None,
+        entropy_evals=guard.evals,
     )
 
 

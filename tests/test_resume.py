@@ -46,6 +46,9 @@ RECIPE = {
         "max_steps": MAX_STEPS,
         "save_steps": SAVE_STEPS,
         "keep_checkpoints": 5,
+        "heldout_prompts": 4,
+        "num_generations_eval": 2,
+        "eval_steps": 3,
         "task_weighting": {"enabled": True, "window": 1},
     },
 }
@@ -87,7 +90,7 @@ def _wait_for_checkpoint(process: subprocess.Popen, store: ArtifactStore) -> Non
 
 def _adapter_bytes(store: ArtifactStore) -> bytes:
     (run,) = store.listdir("runs")
-    return store.read_bytes(f"runs/{run}/adapter/adapter_model.safetensors")
+    return store.read_bytes(f"runs/{run}/final/adapter_model.safetensors")
 
 
 def test_sigkill_then_restart_resumes_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
@@ -102,7 +105,7 @@ def test_sigkill_then_restart_resumes_and_matches_an_uninterrupted_run(tmp_path:
     process.wait()
     at_kill = _complete_checkpoints(interrupted)[-1]
     assert at_kill < MAX_STEPS, "the run finished before it could be killed"
-    assert not interrupted.exists(f"runs/{interrupted.listdir('runs')[0]}/adapter")
+    assert not interrupted.exists(f"runs/{interrupted.listdir('runs')[0]}/final")
 
     output = _finish(_start(tmp_path, tmp_path / "interrupted"))
     assert f"resuming at step {at_kill}" in output

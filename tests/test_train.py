@@ -6,11 +6,12 @@ from pathlib import Path
 import pytest
 
 from configs.recipe import DataConfig, LoraConfig, ModelConfig, TrainingConfig
+from tasks.callbacks import TASK_WEIGHTING_FILE
 from tasks.model import prepare_base_model
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
 from tasks.store import ArtifactStore
-from tasks.train import TASK_WEIGHTING_FILE, train_seed
+from tasks.train import train_seed
 
 from .conftest import SHIPPED_DATA, SMALLEST_QWEN2
 
@@ -33,10 +34,16 @@ def small_run(tmp_path_factory):
         num_generations=4,
         prompts_per_step=2,
         max_completion_length=16,
-        max_steps=4,
+        max_steps=6,
         save_steps=2,
         multi_objective_aggregation="normalize_then_sum",
         task_weighting={"enabled": True, "window": 1},
+        heldout_prompts=4,
+        num_generations_eval=2,
+        eval_steps=2,
+        # The first eval is a best; no later one can beat it by 10: stop at the second eval.
+        early_stopping_patience=1,
+        min_improvement=10.0,
     )
     adapter = train_seed(training, LoraConfig(), data, base, seed=7, store=store)
     return store, adapter
@@ -64,8 +71,21 @@ def test_task_weighting_state_is_saved_with_each_checkpoint(small_run) -> None:
     assert 0 < recorded[0] < recorded[1]  # one mean per task seen at each logging step
 
 
-def test_adapter_has_the_recipes_lora_and_step_count(small_run) -> None:
+def test_early_stopping_keeps_the_best_adapter(small_run) -> None:
+    store, adapter = small_run
+    run = adapter.run_key
+    summary = store.read_json(f"runs/{run}/summary.json")
+    assert summary["final_step"] == adapter.global_step == 4  # of max_steps 6
+    assert summary["stop_reason"].startswith("early stopping")
+    assert adapter.best_step == 2 == store.read_json(f"runs/{run}/best.json")["step"]
+    assert adapter.folder == f"runs/{run}/best" and store.is_complete(adapter.folder)
+    history = store.read_json(adapter.log_history)
+    eval_steps = [entry["step"] for entry in history if "eval_reward" in entry]
+    assert eval_steps == [2, 4]
+    assert adapter.best_eval_reward == next(e["eval_reward"] for e in history if "eval_reward" in e)
+
+
+def test_adapter_has_the_recipes_lora(small_run) -> None:
     store, adapter = small_run
     config = json.loads(Path(store.local_dir(adapter.folder), "adapter_config.json").read_text())
     assert (config["r"], config["lora_alpha"]) == (16, 32)
-    assert adapter.global_step == 4

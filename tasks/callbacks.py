@@ -1,0 +1,195 @@
+"""The TRL/transformers callbacks that make a GRPO run observable, resumable and self-stopping.
+
+Each one does one thing: log a readable line per step; upload checkpoints into the store; turn
+SIGTERM into a final checkpoint; apply the dynamic task weights; keep the best adapter and stop
+early. The stateful ones (task weighting, stop rules) write their state into every checkpoint and
+read it back on resume, so a resumed run behaves exactly like an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from rewards import SCORERS, RewardFunction
+from rewards.task_weighting import TaskWeighting
+from tasks.checkpoints import RunCheckpoints
+from tasks.stopping import StopRules
+from tasks.store import ArtifactStore
+
+log = logging.getLogger("tucano.train")
+
+TASK_WEIGHTING_FILE = "task_weighting.json"
+STOP_RULES_FILE = "stop_rules.json"
+BEST_FOLDER, BEST_RECORD = "best", "best.json"
+
+
+def _saved_state(resume: Path | None, name: str) -> dict[str, Any] | None:
+    path = resume / name if resume else None
+    return json.loads(path.read_text()) if path is not None and path.exists() else None
+
+
+def _checkpoint_dir(args: Any, state: Any) -> Path:
+    return Path(args.output_dir) / f"checkpoint-{state.global_step}"
+
+
+class LogSteps(TrainerCallback):
+    """One line per logging step with what tells a healthy GRPO run from a dead one."""
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
+        if logs and "reward" in logs:
+            log.info(
+                "step %d/%d reward %.3f (std %.3f) frac_reward_zero_std %.2f entropy %.3f "
+                "clip_high %.3f lr %.2e",
+                state.global_step,
+                state.max_steps,
+                logs["reward"],
+                logs.get("reward_std", float("nan")),
+                logs.get("frac_reward_zero_std", float("nan")),
+                logs.get("entropy", float("nan")),
+                logs.get("clip_ratio/high_mean", float("nan")),
+                logs.get("learning_rate", float("nan")),
+            )
+        if logs and "eval_reward" in logs:
+            log.info(
+                "eval at step %d: held-out reward %.4f, entropy %.3f",
+                state.global_step,
+                logs["eval_reward"],
+                logs.get("eval_entropy", float("nan")),
+            )
+
+
+class UploadCheckpoints(TrainerCallback):
+    """Copies each saved checkpoint into the store (marker last) as soon as it exists."""
+
+    def __init__(self, checkpoints: RunCheckpoints):
+        self.checkpoints = checkpoints
+
+    def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        local = _checkpoint_dir(args, state)
+        if local.is_dir():
+            self.checkpoints.upload(local, state.global_step)
+
+
+class CheckpointOnSigterm(TrainerCallback):
+    """On SIGTERM (a spot VM's notice), finish the current step, save a checkpoint and stop."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self.previous: Any = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        try:
+            self.previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread: the process's own handler stays
+            log.warning("SIGTERM checkpointing unavailable outside the main thread")
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        log.warning("SIGTERM: saving a checkpoint after this step, then stopping")
+        self.received = True
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        if self.received:
+            control.should_save = True
+            control.should_training_stop = True
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
+class ApplyTaskWeights(TrainerCallback):
+    """Each logging step: feed the tasks' mean rewards to IWU and reweight TRL's reward
+    functions; each checkpoint: save IWU's state beside the model's."""
+
+    def __init__(
+        self, weighting: TaskWeighting, functions: list[RewardFunction], resume: Path | None
+    ):
+        saved = _saved_state(resume, TASK_WEIGHTING_FILE)
+        self.weighting = TaskWeighting.from_state_dict(saved) if saved else weighting
+        self.functions = functions
+        self.trainer: Any = None
+
+    def attach(self, trainer: Any) -> None:
+        self.trainer = trainer
+        self._apply()
+
+    def _apply(self) -> None:
+        multipliers = self.weighting.multipliers()
+        self.trainer.reward_weights = torch.tensor(
+            [multipliers[fn.task] for fn in self.functions], dtype=torch.float32
+        )
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **_: Any) -> None:
+        means: dict[str, float] = {}
+        for fn in self.functions:
+            value = (logs or {}).get(f"rewards/{fn.__name__}/mean")
+            if value is not None:
+                means[fn.task] = means.get(fn.task, 0.0) + value
+        if not means:
+            return
+        self.weighting.update(means)
+        self._apply()
+        log.info("task weights %s", {t: round(w, 3) for t, w in self.weighting.weights.items()})
+
+    def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        state_file = _checkpoint_dir(args, state) / TASK_WEIGHTING_FILE
+        state_file.write_text(json.dumps(self.weighting.state_dict()))
+
+
+class KeepBest(TrainerCallback):
+    """After each periodic eval: export a new best adapter to the store (protected from pruning)
+    and stop when the stop rules say so."""
+
+    def __init__(
+        self,
+        rules: StopRules,
+        checkpoints: RunCheckpoints,
+        store: ArtifactStore,
+        folder: str,
+        resume: Path | None,
+    ):
+        saved = _saved_state(resume, STOP_RULES_FILE)
+        self.rules = StopRules.from_state_dict(saved) if saved else rules
+        self.checkpoints, self.store, self.folder = checkpoints, store, folder
+        if self.rules.best_step is not None:
+            checkpoints.protected = {self.rules.best_step}
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: Any = None, model: Any = None, **_: Any
+    ) -> None:
+        if not logs or logs.get("eval_reward") is None:
+            return
+        step = state.global_step
+        if self.rules.observe(step, logs["eval_reward"], logs.get("eval_entropy")):
+            with tempfile.TemporaryDirectory(prefix="tucano-best-") as tmp:
+                model.save_pretrained(tmp)
+                self.store.put_dir(tmp, f"{self.folder}/{BEST_FOLDER}")
+            self.store.write_json(
+                f"{self.folder}/{BEST_RECORD}", {"step": step, "eval_reward": logs["eval_reward"]}
+            )
+            self.checkpoints.protected = {step}
+            log.info(
+                "new best adapter at step %d (held-out reward %.4f)", step, logs["eval_reward"]
+            )
+        if self.rules.stop_reason:
+            log.warning("stopping at step %d: %s", step, self.rules.stop_reason)
+            control.should_training_stop = True
+
+    def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        state_file = _checkpoint_dir(args, state) / STOP_RULES_FILE
+        state_file.write_text(json.dumps(self.rules.state_dict()))
+
+
+def task_weighting(
+    config: Any, functions: list[RewardFunction], resume: Path | None
+) -> ApplyTaskWeights:
+    fresh = TaskWeighting(tuple(SCORERS), config.eta, config.window, config.min_weight)
+    return ApplyTaskWeights(fresh, functions, resume)

@@ -1,0 +1,60 @@
+"""Early stopping and the entropy-collapse guard, on the seed's own failure shape."""
+
+import pytest
+
+from tasks.stopping import StopRules
+
+
+def test_keeps_the_peak_and_stops_after_patience() -> None:
+    # Eval every 50 steps; reward peaks at step 1100 then collapses, as in the seed's V4.2 run.
+    rules = StopRules(patience=3)
+    rewards = {1000: 0.60, 1050: 0.62, 1100: 0.634, 1150: 0.55, 1200: 0.30, 1250: 0.10}
+    for step, reward in rewards.items():
+        rules.observe(step, reward, entropy=None)
+        if rules.stop_reason:
+            break
+    assert (rules.best_step, rules.best_reward) == (1100, 0.634)
+    assert step == 1250 and "early stopping" in rules.stop_reason
+
+
+def test_a_gain_below_min_improvement_does_not_reset_patience() -> None:
+    rules = StopRules(patience=2, min_improvement=0.01)
+    assert rules.observe(1, 0.5, None)
+    assert not rules.observe(2, 0.505, None)
+    assert not rules.observe(3, 0.509, None)
+    assert rules.best_step == 1 and rules.stop_reason
+
+
+@pytest.mark.parametrize(
+    ("entropies", "stops_at"),
+    [
+        ([2.0, 1.9, 0.5, 0.4, 0.3], 3),  # below 0.3 x 2.0 at the 3rd and 4th evals
+        ([2.0, 0.5, 1.5, 0.5, 1.5], None),  # dips that recover are not collapse
+    ],
+)
+def test_entropy_guard(entropies: list[float], stops_at: int | None) -> None:
+    rules = StopRules(patience=100, entropy_fraction=0.3, entropy_evals=2)
+    stopped = None
+    for index, entropy in enumerate(entropies):
+        rules.observe(index, reward=float(index), entropy=entropy)  # reward keeps improving
+        if rules.stop_reason and stopped is None:
+            stopped = index
+    assert stopped == stops_at
+    if stops_at is not None:
+        assert "entropy collapse" in rules.stop_reason
+
+
+def test_state_round_trips_and_decides_the_same() -> None:
+    first = StopRules(patience=3, entropy_fraction=0.5)
+    for step, (reward, entropy) in enumerate([(0.1, 2.0), (0.3, 1.8), (0.2, 1.0)]):
+        first.observe(step, reward, entropy)
+    second = StopRules.from_state_dict(first.state_dict())
+    assert second == first
+    for step, (reward, entropy) in enumerate([(0.25, 0.9), (0.2, 0.8)], start=3):
+        first.observe(step, reward, entropy)
+        second.observe(step, reward, entropy)
+    assert second == first and first.stop_reason
+
+
+def test_fresh_state_serialises_without_infinity() -> None:
+    assert StopRules(patience=1).state_dict()["best_reward"] is None
