@@ -133,6 +133,15 @@ def _same_final_metrics(resumed_store: ArtifactStore, reference: ArtifactStore) 
     (run,) = resumed_store.listdir("runs")
     resumed = resumed_store.read_json(f"runs/{run}/log_history.json")
     uninterrupted = reference.read_json(f"runs/{run}/log_history.json")
-    assert resumed[-2]["step"] == uninterrupted[-2]["step"] == MAX_STEPS
-    for key in ("reward", "loss", "entropy", "grad_norm"):
-        assert resumed[-2][key] == uninterrupted[-2][key], key
+    for metric, keys in (
+        ("reward", ("reward", "loss", "entropy", "grad_norm")),
+        ("eval_reward", ("eval_reward", "eval_entropy", "eval_loss")),
+    ):
+        last = [entry for entry in resumed if metric in entry][-1]
+        expected = [entry for entry in uninterrupted if metric in entry][-1]
+        assert last["step"] == expected["step"] == MAX_STEPS
+        for key in keys:
+            assert last[key] == expected[key], key
+    assert resumed_store.read_json(f"runs/{run}/summary.json") == reference.read_json(
+        f"runs/{run}/summary.json"
+    )
