@@ -124,6 +124,13 @@ class EntropyGuardConfig(_Strict):
     evals: int = Field(2, gt=0, description="Consecutive low-entropy evals before stopping.")
 
 
+class DynamicSamplingConfig(_Strict):
+    """Drop zero-variance prompt groups and refill the batch (tasks/dynamic_sampling.py)."""
+
+    enabled: bool = False
+    max_refills: int = Field(3, ge=0, description="Extra generation rounds per step at most.")
+
+
 class TrainingConfig(_Strict):
     learning_rate: float = Field(5e-6, gt=0)
     # Constant after warm-up: the seed's cosine schedule had decayed to ~0 by step 130 of 600.
@@ -156,6 +163,7 @@ class TrainingConfig(_Strict):
     )
     num_generations_eval: int = Field(4, ge=2)
     entropy_guard: EntropyGuardConfig = Field(default_factory=EntropyGuardConfig)
+    dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     logging_steps: int = Field(1, gt=0)
 
 

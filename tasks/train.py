@@ -140,9 +140,17 @@ def train_seed(
         # The stateful callbacks come first, so their state is in a checkpoint before upload.
         keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
         stateful: list[Any] = [keep_best]
+        trainer_class, extra = GRPOTrainer, {}
+        if training.dynamic_sampling.enabled:
+            from tasks import dynamic_sampling
+
+            stream = dynamic_sampling.PromptStream(train_rows, seed, resume)
+            stateful.append(dynamic_sampling.SaveStreamPosition(stream))
+            trainer_class = dynamic_sampling.DynamicSamplingGRPOTrainer
+            extra = {"prompt_stream": stream, "max_refills": training.dynamic_sampling.max_refills}
         if training.task_weighting.enabled:
             stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
-        trainer = GRPOTrainer(
+        trainer = trainer_class(
             model=model,
             reward_funcs=functions,
             args=grpo_config(training, seed, output_dir),
@@ -156,9 +164,11 @@ def train_seed(
                 callbacks.LogSteps(),
                 sigterm,
             ],
+            **extra,
         )
-        for callback in stateful[1:]:
-            callback.attach(trainer)
+        for callback in stateful:
+            if hasattr(callback, "attach"):
+                callback.attach(trainer)
         # The default printer dumps every metric dict to stdout; LogSteps says what matters.
         trainer.remove_callback(PrinterCallback)
         log.info(

@@ -49,7 +49,9 @@ RECIPE = {
         "heldout_prompts": 4,
         "num_generations_eval": 2,
         "eval_steps": 3,
+        # every piece of state a checkpoint must carry is switched on
         "task_weighting": {"enabled": True, "window": 1},
+        "dynamic_sampling": {"enabled": True, "max_refills": 1},
     },
 }
 STEP_LINE = re.compile(rf"step (\d+)/{MAX_STEPS} ")

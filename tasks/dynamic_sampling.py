@@ -1,0 +1,141 @@
+"""Dynamic sampling (DAPO; verl, NeMo RL and OpenRLHF have it, TRL does not).
+
+A prompt group whose completions all get the same reward has zero advantage: it costs a full
+generation and teaches nothing (the seed's V1 run had frac_reward_zero_std = 1.0 on every step).
+This trainer drops such groups after scoring and refills the batch with groups generated for new
+prompts, up to `max_refills` extra generation rounds; if the batch is still short it is topped up
+with dropped groups, which keep the batch shape and add no gradient. The refill prompts come from
+a seeded stream over the train set whose position is saved in every checkpoint, so a resumed run
+draws the same prompts as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+
+STATE_FILE = "dynamic_sampling.json"
+# Advantages of a zero-variance group are zero up to the rounding of a mean of equal floats.
+ZERO_ADVANTAGE = 1e-6
+# Per-completion tensors padded on the left (prompts) and on the right (completions).
+LEFT_PADDED = {"prompt_ids", "prompt_mask"}
+RIGHT_PADDED = {
+    "completion_ids",
+    "completion_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+    "importance_sampling_ratio",
+    "tool_mask",
+}
+
+
+def informative_groups(advantages: torch.Tensor, group_size: int) -> torch.Tensor:
+    return advantages.view(-1, group_size).abs().amax(dim=1) > ZERO_ADVANTAGE
+
+
+def select_groups(batch: dict[str, Any], groups: torch.Tensor, group_size: int) -> dict[str, Any]:
+    """The rows of the given groups, for every per-completion tensor of the batch."""
+    rows = (groups.unsqueeze(1) * group_size + torch.arange(group_size)).flatten()
+    return {
+        key: value[rows.to(value.device)]
+        if isinstance(value, torch.Tensor) and value.dim() >= 1
+        else value
+        for key, value in batch.items()
+    }
+
+
+def concat_batches(batches: list[dict[str, Any]], pad_token_id: int) -> dict[str, Any]:
+    """Stack batches whose sequences were padded to different lengths."""
+    merged: dict[str, Any] = {}
+    for key, first in batches[0].items():
+        if not (isinstance(first, torch.Tensor) and first.dim() >= 1):
+            continue
+        parts = [batch[key] for batch in batches]
+        if key in LEFT_PADDED | RIGHT_PADDED and first.dim() == 2:
+            width = max(part.shape[1] for part in parts)
+            fill = pad_token_id if key.endswith("_ids") else 0
+            parts = [_pad(part, width, fill, left=key in LEFT_PADDED) for part in parts]
+        merged[key] = torch.cat(parts)
+    # What the loss divides by: the completion tokens of the batch actually trained on.
+    merged["num_items_in_batch"] = merged["completion_mask"].sum()
+    return merged
+
+
+def _pad(tensor: torch.Tensor, width: int, fill: float, left: bool) -> torch.Tensor:
+    missing = width - tensor.shape[1]
+    if missing == 0:
+        return tensor
+    padding = torch.full((tensor.shape[0], missing), fill, dtype=tensor.dtype, device=tensor.device)
+    return torch.cat([padding, tensor] if left else [tensor, padding], dim=1)
+
+
+class PromptStream:
+    """An endless, seeded walk over the train rows, one shuffled pass after another; restored
+    to its saved position when the run resumes from a checkpoint."""
+
+    def __init__(self, rows: list[dict[str, Any]], seed: int, resume: Path | None):
+        saved = resume / STATE_FILE if resume else None
+        self.position = json.loads(saved.read_text())["position"] if saved and saved.exists() else 0
+        self.rows, self.seed = rows, seed
+
+    def take(self, count: int) -> list[dict[str, Any]]:
+        taken = []
+        for _ in range(count):
+            epoch, index = divmod(self.position, len(self.rows))
+            order = list(range(len(self.rows)))
+            random.Random(self.seed * 100_003 + epoch).shuffle(order)
+            taken.append(self.rows[order[index]])
+            self.position += 1
+        return taken
+
+
+class SaveStreamPosition(TrainerCallback):
+    """Writes the prompt stream's position into each checkpoint (before it is uploaded)."""
+
+    def __init__(self, stream: PromptStream):
+        self.stream = stream
+
+    def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        (folder / STATE_FILE).write_text(json.dumps({"position": self.stream.position}))
+
+
+class DynamicSamplingGRPOTrainer(GRPOTrainer):
+    def __init__(self, *args: Any, prompt_stream: PromptStream, max_refills: int, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.prompt_stream, self.max_refills = prompt_stream, max_refills
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = super()._generate_and_score_completions(inputs)
+        if not self.model.training:
+            return batch
+        size = self.num_generations
+        needed = len(inputs) // size
+        useful = informative_groups(batch["advantages"], size)
+        kept = [select_groups(batch, useful.nonzero().squeeze(1), size)]
+        have, refills = int(useful.sum()), 0
+        while have < needed and refills < self.max_refills:
+            prompts = self.prompt_stream.take(needed)
+            more = super()._generate_and_score_completions(
+                [row for row in prompts for _ in range(size)]
+            )
+            more_useful = informative_groups(more["advantages"], size)
+            kept.append(select_groups(more, more_useful.nonzero().squeeze(1), size))
+            have, refills = have + int(more_useful.sum()), refills + 1
+        if have < needed:  # still short: zero-advantage groups keep the shape, add no gradient
+            kept.append(select_groups(batch, (~useful).nonzero().squeeze(1)[: needed - have], size))
+        merged = concat_batches(kept, self.processing_class.pad_token_id)
+        merged = select_groups(merged, torch.arange(needed), size)
+        merged["num_items_in_batch"] = merged["completion_mask"].sum()
+        self._metrics["train"]["dynamic_sampling/refills"].append(float(refills))
+        self._metrics["train"]["dynamic_sampling/informative_frac"].append(
+            min(have, needed) / needed
+        )
+        return merged
