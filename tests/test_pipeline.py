@@ -30,7 +30,7 @@ from scipy.stats import wilcoxon
 import rewards
 from configs.recipe import TASKS
 from flows.cli import results_in_store
-from flows.pipeline import data_flow, pipeline_flow
+from flows.pipeline import data_flow, pipeline_flow, train_flow
 from tasks.audit import AuditFailed
 from tasks.store import ArtifactStore
 
@@ -241,6 +241,30 @@ def test_data_cache_follows_content_not_location(first_run, olist_copy: Path) ->
             handle.write("ffffffffffffffffffffffffffffffff,01001,sao paulo,SP\n")
         changed = data_flow(config, store.root, str(olist_copy), return_state=True)
         assert _states_of(_task_states(changed), "prepare-data") == ["Completed"]
+
+
+def test_a_failed_training_task_is_retried_and_resumes_from_its_checkpoint(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
+    from tasks import callbacks
+
+    original = callbacks.LogSteps.on_log
+    crashed = []
+
+    def crash_once_at_step_3(self, args, state, control, logs=None, **kwargs):
+        if state.global_step == 3 and not crashed:
+            crashed.append(3)
+            raise RuntimeError("simulated worker crash at step 3")
+        return original(self, args, state, control, logs=logs, **kwargs)
+
+    monkeypatch.setattr(callbacks.LogSteps, "on_log", crash_once_at_step_3)
+    config = _write_recipe(tmp_path / "recipe.yaml", training={"max_steps": 4, "save_steps": 2})
+    store = ArtifactStore(tmp_path / "artifacts")
+    with results_in_store(store), caplog.at_level("INFO", logger="tucano.train"):
+        adapter = train_flow(config, store.root, str(SHIPPED_DATA), seed=1)
+    assert crashed == [3]
+    assert "resuming at step 2" in caplog.text
+    assert adapter.global_step == 4
 
 
 def test_a_failing_audit_stops_the_pipeline_before_training(tmp_path: Path, monkeypatch) -> None:
