@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from configs.recipe import DataConfig, TinyModelConfig
-from tasks.manifests import PreparedData
+from configs.recipe import DataConfig, ModelConfig, TinyModelConfig
+from tasks.manifests import BaseModelArtifact, PreparedData
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
 from tasks.store import ArtifactStore
@@ -39,6 +39,20 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[ArtifactStore, P
     """The default data prep on the shipped data, run once for the whole session."""
     store = ArtifactStore(tmp_path_factory.mktemp("prep-store"))
     return store, prepare_data(fingerprint_source(str(SHIPPED_DATA)), DataConfig(), store)
+
+
+def small_training_inputs(store: ArtifactStore) -> tuple[PreparedData, BaseModelArtifact]:
+    """40 train prompts and the smallest Qwen2: enough for real GRPO steps in seconds."""
+    from tasks.model import prepare_base_model
+
+    data = prepare_data(
+        fingerprint_source(str(SHIPPED_DATA)),
+        DataConfig(
+            train_size=40, eval_per_task={"extraction": 2, "sql_qa": 2, "insights": 2, "push": 2}
+        ),
+        store,
+    )
+    return data, prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2), data, store)
 
 
 @pytest.fixture(scope="session")

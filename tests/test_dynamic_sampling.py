@@ -3,20 +3,17 @@
 import pytest
 import torch
 
-from configs.recipe import DataConfig, LoraConfig, ModelConfig, TrainingConfig
+from configs.recipe import LoraConfig, TrainingConfig
 from tasks.dynamic_sampling import (
     PromptStream,
     concat_batches,
     informative_groups,
     select_groups,
 )
-from tasks.model import prepare_base_model
-from tasks.prep.build import prepare_data
-from tasks.prep.olist import fingerprint_source
 from tasks.store import ArtifactStore
 from tasks.train import train_seed
 
-from .conftest import SHIPPED_DATA, SMALLEST_QWEN2
+from .conftest import small_training_inputs
 
 PAD = 0
 
@@ -64,14 +61,7 @@ def test_prompt_stream_is_seeded_endless_and_resumable(tmp_path) -> None:
 @pytest.mark.slow
 def test_training_refills_batches_and_logs_it(tmp_path) -> None:
     store = ArtifactStore(tmp_path)
-    data = prepare_data(
-        fingerprint_source(str(SHIPPED_DATA)),
-        DataConfig(
-            train_size=40, eval_per_task={"extraction": 2, "sql_qa": 2, "insights": 2, "push": 2}
-        ),
-        store,
-    )
-    base = prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2), data, store)
+    data, base = small_training_inputs(store)
     training = TrainingConfig(
         learning_rate=1e-3,
         num_generations=4,

@@ -5,15 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from configs.recipe import DataConfig, LoraConfig, ModelConfig, TrainingConfig
+from configs.recipe import LoraConfig, TrainingConfig
 from tasks.callbacks import TASK_WEIGHTING_FILE
-from tasks.model import prepare_base_model
-from tasks.prep.build import prepare_data
-from tasks.prep.olist import fingerprint_source
 from tasks.store import ArtifactStore
 from tasks.train import train_seed
 
-from .conftest import SHIPPED_DATA, SMALLEST_QWEN2
+from .conftest import small_training_inputs
 
 pytestmark = pytest.mark.slow
 
@@ -21,14 +18,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     store = ArtifactStore(tmp_path_factory.mktemp("train-store"))
-    data = prepare_data(
-        fingerprint_source(str(SHIPPED_DATA)),
-        DataConfig(
-            train_size=40, eval_per_task={"extraction": 2, "sql_qa": 2, "insights": 2, "push": 2}
-        ),
-        store,
-    )
-    base = prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2), data, store)
+    data, base = small_training_inputs(store)
     training = TrainingConfig(
         learning_rate=1e-3,
         num_generations=4,
