@@ -183,6 +183,9 @@ class AuditConfig(_Strict):
 
 class CompareConfig(_Strict):
     alpha: float = Field(0.05, gt=0, lt=1)
+    majority: int | None = Field(
+        None, gt=0, description="Seeds that must show a significant gain; default: more than half."
+    )
 
 
 class Recipe(_Strict):

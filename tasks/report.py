@@ -46,8 +46,11 @@ def results_table(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             "delta": round(r["delta"], 4),
             "delta_pct": None if r["delta_pct"] is None else round(r["delta_pct"], 1),
             "W": r["statistic"],
-            "p_value": round(r["p_value"], 5),
-            "significant": r["significant"],
+            "p_value": None if r["p_value"] is None else round(r["p_value"], 5),
+            "p_holm": None if r["p_holm"] is None else round(r["p_holm"], 5),
+            "effect_size": round(r["effect_size"], 3),
+            "ci95": f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
+            "significant": r["significant_holm"],
         }
         for task_name, r in results.items()
     ]
@@ -55,8 +58,8 @@ def results_table(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _markdown_table(results: dict[str, dict[str, Any]]) -> str:
     lines = [
-        "| Task | n | Base | Tuned | Δ | Δ% | W | p (one-sided) | Significant? |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| Task | n | Base | Tuned | Δ | 95% CI of Δ | Δ% | r | W | p | p (Holm) | Significant? |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for task_name in (*TASKS, OVERALL):
         if task_name not in results:
@@ -66,8 +69,24 @@ def _markdown_table(results: dict[str, dict[str, Any]]) -> str:
         pct = "n/a" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
         lines.append(
             f"| {name} | {r['n']} | {_fmt(r['base_mean'])} | {_fmt(r['tuned_mean'])} | "
-            f"{_fmt(r['delta'], signed=True)} | {pct} | {r['statistic']:.1f} | "
-            f"{r['p_value']:.4f} | {'yes' if r['significant'] else 'no'} |"
+            f"{_fmt(r['delta'], signed=True)} | [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] | "
+            f"{pct} | {r['effect_size']:+.2f} | {r['statistic']:.1f} | {_fmt(r['p_value'], 4)} | "
+            f"{_fmt(r['p_holm'], 4)} | {'yes' if r['significant_holm'] else 'no'} |"
+        )
+    notes = [f"- {task}: {r['note']}" for task, r in results.items() if r.get("note")]
+    return "\n".join(lines + (["", *notes] if notes else []))
+
+
+def _seeds_table(summary: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| Task | Δ mean ± std over seeds | seeds significantly better | verdict |",
+        "|---|---|---:|---|",
+    ]
+    for task_name, s in summary.items():
+        lines.append(
+            f"| {task_name} | {s['delta_mean']:+.3f} ± {s['delta_std']:.3f} | "
+            f"{s['seeds_significantly_better']} of {s['seeds']} (need {s['majority_needed']}) | "
+            f"{s['verdict']} |"
         )
     return "\n".join(lines)
 
@@ -84,11 +103,17 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Config {report['config_fingerprint']} · data {report['data_fingerprint'][:16]}"
         f" · commit {report['git_commit'] or 'unknown'}",
         "",
+        "## Verdict across seeds",
+        "",
+        _seeds_table(comparison["across_seeds"]),
+        "",
         "## Base vs GRPO-tuned (tuned score = mean over seeds)",
         "",
         _markdown_table(comparison["pooled"]),
         "",
-        f"Method: {method['test']}; zeros: `{method['zero_method']}`; α = {method['alpha']}.",
+        f"Method: {method['test']}; zeros: {method['zero_method']}; α = {method['alpha']}; "
+        f"{method['multiple_testing']}; r = {method['effect_size']}; CI: {method['ci']}; "
+        f"verdict: {method['verdict']}.",
     ]
     for seed, results in comparison["per_seed"].items():
         parts += ["", f"## Seed {seed}", "", _markdown_table(results)]
@@ -118,7 +143,9 @@ def build_report(
         "adapters": [a.model_dump() for a in adapters],
         "eval_prompts": len(base_rows),
         "eval_temperature": recipe.evaluation.temperature if recipe.evaluation.do_sample else 0.0,
-        "comparison": compare(base_rows, rows_by_seed, recipe.compare.alpha),
+        "comparison": compare(
+            base_rows, rows_by_seed, recipe.compare.alpha, recipe.compare.majority
+        ),
     }
     identity = json.dumps(cache_token([base_eval, tuned_evals, recipe]), sort_keys=True)
     folder = f"reports/{recipe.name}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import wilcoxon
+from scipy.stats import rankdata, wilcoxon
 
 from configs.recipe import TASKS
 
@@ -37,10 +37,40 @@ def scipy_auto_method(differences: np.ndarray) -> str:
     return "permutation" if len(differences) <= PERMUTATION_MAX_N else "asymptotic"
 
 
-def paired_test(base: Sequence[float], tuned: Sequence[float]) -> dict[str, Any]:
+def rank_biserial(differences: np.ndarray) -> float:
+    """Matched-pairs rank-biserial correlation: (W+ - W-) / (W+ + W-), zeros dropped as in the
+    test; +1 when every nonzero pair improved, -1 when every one got worse."""
+    nonzero = differences[differences != 0]
+    if len(nonzero) == 0:
+        return 0.0
+    ranks = rankdata(np.abs(nonzero))
+    positive, negative = ranks[nonzero > 0].sum(), ranks[nonzero < 0].sum()
+    return float((positive - negative) / (positive + negative))
+
+
+def bootstrap_ci(
+    differences: np.ndarray, level: float = 0.95, resamples: int = 10_000, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean difference (pairs resampled, seeded)."""
+    rng = np.random.default_rng(seed)
+    means = rng.choice(differences, size=(resamples, len(differences))).mean(axis=1)
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def min_attainable_p(n_nonzero: int) -> float:
+    """The smallest one-sided p any Wilcoxon test of n nonzero pairs can give: all improved."""
+    return 0.5**n_nonzero
+
+
+def paired_test(
+    base: Sequence[float], tuned: Sequence[float], alpha: float = 0.05
+) -> dict[str, Any]:
     base_arr, tuned_arr = np.asarray(base, dtype=float), np.asarray(tuned, dtype=float)
     differences = tuned_arr - base_arr
     base_mean, tuned_mean = float(base_arr.mean()), float(tuned_arr.mean())
+    low, high = bootstrap_ci(differences)
     result: dict[str, Any] = {
         "n": len(differences),
         "n_nonzero": int(np.count_nonzero(differences)),
@@ -48,18 +78,39 @@ def paired_test(base: Sequence[float], tuned: Sequence[float]) -> dict[str, Any]
         "tuned_mean": tuned_mean,
         "delta": tuned_mean - base_mean,
         "delta_pct": 100 * (tuned_mean - base_mean) / base_mean if base_mean else None,
+        "effect_size": rank_biserial(differences),
+        "ci_low": low,
+        "ci_high": high,
+        "note": None,
     }
     if result["n_nonzero"] == 0:
         # scipy returns NaN here; identical scores are no evidence of improvement.
         result.update(statistic=0.0, p_value=1.0, method="none: all differences are zero")
         return result
     test = wilcoxon(tuned_arr, base_arr, alternative=ALTERNATIVE, zero_method=ZERO_METHOD)
-    result.update(
-        statistic=float(test.statistic),
-        p_value=float(test.pvalue),
-        method=scipy_auto_method(differences),
-    )
+    result.update(statistic=float(test.statistic), method=scipy_auto_method(differences))
+    floor = min_attainable_p(result["n_nonzero"])
+    if floor >= alpha:
+        # A p that cannot fall below alpha whatever the data is not evidence either way.
+        result.update(
+            p_value=None,
+            note=f"{result['n_nonzero']} nonzero pairs cannot reach p < {alpha} "
+            f"(smallest attainable one-sided p = {floor:.4f}); no test reported",
+        )
+    else:
+        result["p_value"] = float(test.pvalue)
     return result
+
+
+def holm(p_values: dict[str, float | None]) -> dict[str, float | None]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone); None stays None."""
+    tested = sorted((p, name) for name, p in p_values.items() if p is not None)
+    adjusted: dict[str, float | None] = dict.fromkeys(p_values)
+    running = 0.0
+    for rank, (p, name) in enumerate(tested):
+        running = max(running, min(1.0, (len(tested) - rank) * p))
+        adjusted[name] = running
+    return adjusted
 
 
 def compare_rows(
@@ -79,10 +130,36 @@ def compare_rows(
         ]
         if not pairs:
             continue
-        test = paired_test([b for b, _ in pairs], [t for _, t in pairs])
-        test["significant"] = test["p_value"] < alpha
-        out[task] = test
+        out[task] = paired_test([b for b, _ in pairs], [t for _, t in pairs], alpha)
+    adjusted = holm({task: out[task]["p_value"] for task in TASKS if task in out})
+    for task, result in out.items():
+        result["p_holm"] = adjusted.get(task, result["p_value"])  # overall: one test, no family
+        result["significant"] = result["p_value"] is not None and result["p_value"] < alpha
+        result["significant_holm"] = result["p_holm"] is not None and result["p_holm"] < alpha
     return out
+
+
+def across_seeds(
+    per_seed: dict[str, dict[str, dict[str, Any]]], majority: int
+) -> dict[str, dict[str, Any]]:
+    """Per task: the delta's mean and std over seeds, and a verdict that needs a significant
+    (Holm-corrected) improvement in at least `majority` seeds."""
+    summary: dict[str, dict[str, Any]] = {}
+    for task in (*TASKS, OVERALL):
+        results = [seed_results[task] for seed_results in per_seed.values() if task in seed_results]
+        if not results:
+            continue
+        deltas = np.array([r["delta"] for r in results])
+        improved = sum(1 for r in results if r["significant_holm"] and r["delta"] > 0)
+        summary[task] = {
+            "seeds": len(results),
+            "delta_mean": float(deltas.mean()),
+            "delta_std": float(deltas.std(ddof=1)) if len(deltas) > 1 else 0.0,
+            "seeds_significantly_better": improved,
+            "majority_needed": majority,
+            "verdict": "better" if improved >= majority else "not shown better",
+        }
+    return summary
 
 
 def seed_average(rows_by_seed: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -96,18 +173,29 @@ def seed_average(rows_by_seed: dict[int, list[dict[str, Any]]]) -> list[dict[str
 
 
 def compare(
-    base_rows: list[dict[str, Any]], rows_by_seed: dict[int, list[dict[str, Any]]], alpha: float
+    base_rows: list[dict[str, Any]],
+    rows_by_seed: dict[int, list[dict[str, Any]]],
+    alpha: float,
+    majority: int | None = None,
 ) -> dict[str, Any]:
+    majority = majority or len(rows_by_seed) // 2 + 1
+    per_seed = {
+        str(seed): compare_rows(base_rows, rows, alpha) for seed, rows in rows_by_seed.items()
+    }
     return {
         "method": {
             "test": "Wilcoxon signed-rank, paired by prompt id, one-sided (tuned > base)",
-            "zero_method": ZERO_METHOD,
+            "zero_method": f"{ZERO_METHOD} (zero differences dropped before ranking)",
             "scipy_method": "auto (per test: see each result's 'method')",
             "alpha": alpha,
+            "multiple_testing": "Holm across the four tasks (p_holm), raw p beside it",
+            "effect_size": "matched-pairs rank-biserial correlation",
+            "ci": "95% percentile bootstrap of the mean difference, 10,000 resamples, seed 0",
             "pooled": "tuned score of a prompt = mean over seeds",
+            "verdict": f"better when Holm-significant and positive in >= {majority} of "
+            f"{len(rows_by_seed)} seeds",
         },
         "pooled": compare_rows(base_rows, seed_average(rows_by_seed), alpha),
-        "per_seed": {
-            str(seed): compare_rows(base_rows, rows, alpha) for seed, rows in rows_by_seed.items()
-        },
+        "per_seed": per_seed,
+        "across_seeds": across_seeds(per_seed, majority),
     }

@@ -4,7 +4,16 @@ import numpy as np
 import pytest
 from scipy.stats import wilcoxon
 
-from tasks.stats import OVERALL, compare, compare_rows, paired_test, scipy_auto_method
+from tasks.stats import (
+    OVERALL,
+    bootstrap_ci,
+    compare,
+    compare_rows,
+    holm,
+    paired_test,
+    rank_biserial,
+    scipy_auto_method,
+)
 
 
 def _rows(scores: dict[str, list[float]]) -> list[dict]:
@@ -79,3 +88,47 @@ def test_pooled_uses_the_mean_over_seeds() -> None:
 def test_missing_tuned_scores_are_an_error() -> None:
     with pytest.raises(ValueError, match="no tuned score"):
         compare_rows(_rows({"push": [0.1, 0.2]}), _rows({"push": [0.1]}), alpha=0.05)
+
+
+def test_rank_biserial_by_hand() -> None:
+    # |d| ranks 1, 2, 3, 4; W+ = 1 + 2 + 3 = 6, W- = 4: r = (6 - 4) / 10.
+    assert rank_biserial(np.array([0.1, 0.2, 0.3, -0.4, 0.0])) == pytest.approx(0.2)
+    assert rank_biserial(np.array([0.5, 0.1])) == 1.0
+    assert rank_biserial(np.zeros(3)) == 0.0
+
+
+def test_bootstrap_interval_is_seeded_and_brackets_the_mean() -> None:
+    differences = np.array([0.1, 0.3, -0.1, 0.2, 0.05, 0.15, 0.0, 0.25])
+    low, high = bootstrap_ci(differences)
+    assert low < differences.mean() < high
+    assert (low, high) == bootstrap_ci(differences)  # same seed, same interval
+    assert bootstrap_ci(np.full(5, 0.2)) == pytest.approx((0.2, 0.2))
+
+
+def test_holm_by_hand() -> None:
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.2, "e": None})
+    # sorted 0.01, 0.03, 0.04, 0.20 times 4, 3, 2, 1 -> 0.04, 0.09, 0.08 -> 0.09 (monotone), 0.20
+    assert adjusted == pytest.approx({"a": 0.04, "c": 0.09, "b": 0.09, "d": 0.2, "e": None})
+
+
+def test_too_few_pairs_get_a_note_not_a_meaningless_p() -> None:
+    result = paired_test([0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], alpha=0.05)
+    assert result["p_value"] is None and "cannot reach p < 0.05" in result["note"]
+    assert result["effect_size"] == 1.0  # the direction is still reported
+    assert paired_test([0.1] * 5, [0.2 + 0.01 * i for i in range(5)])["p_value"] == pytest.approx(
+        1 / 32
+    )
+
+
+def test_verdict_needs_a_majority_of_seeds_and_holm() -> None:
+    better = _rows({"push": [0.1 * i for i in range(10)]})
+    improved = _rows({"push": [0.1 * i + 0.05 * (i + 1) for i in range(10)]})
+    same = _rows({"push": [0.1 * i for i in range(10)]})
+    two_of_three = compare(better, {1: improved, 2: improved, 3: same}, alpha=0.05)
+    assert two_of_three["across_seeds"]["push"]["verdict"] == "better"
+    assert two_of_three["across_seeds"]["push"]["seeds_significantly_better"] == 2
+    one_of_three = compare(better, {1: improved, 2: same, 3: same}, alpha=0.05)
+    assert one_of_three["across_seeds"]["push"]["verdict"] == "not shown better"
+    assert one_of_three["across_seeds"]["push"]["delta_std"] > 0
+    strict = compare(better, {1: improved, 2: improved, 3: same}, alpha=0.05, majority=3)
+    assert strict["across_seeds"]["push"]["verdict"] == "not shown better"
