@@ -15,7 +15,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from configs.recipe import TASKS, Recipe
 from tasks.caching import ContentKey, cache_token
 from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
-from tasks.stats import OVERALL, compare
+from tasks.stats import OVERALL, assert_no_overlap, compare
 from tasks.store import ArtifactStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -129,6 +129,7 @@ def build_report(
     tuned_evals: list[EvalRows],
     store: ArtifactStore,
 ) -> ReportArtifact:
+    assert_no_overlap(store.read_jsonl(data.train), store.read_jsonl(data.eval))
     base_rows = store.read_jsonl(base_eval.rows)
     rows_by_seed = {
         int(e.seed): store.read_jsonl(e.rows) for e in tuned_evals if e.seed is not None

@@ -162,6 +162,26 @@ def across_seeds(
     return summary
 
 
+class LeakageError(ValueError):
+    """The eval split shares prompts with the train split: no comparison is meaningful."""
+
+
+def assert_no_overlap(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]]) -> None:
+    """Refuse to compare when an eval prompt (by id or by its messages) was also trained on."""
+    train_ids = {row["prompt_id"] for row in train_rows}
+    train_texts = {repr(row["prompt"]) for row in train_rows}
+    leaked = [
+        row["prompt_id"]
+        for row in eval_rows
+        if row["prompt_id"] in train_ids or repr(row["prompt"]) in train_texts
+    ]
+    if leaked:
+        raise LeakageError(
+            f"{len(leaked)} eval prompts are also train prompts (e.g. {leaked[:3]}); "
+            "a comparison on them would measure memory, not improvement"
+        )
+
+
 def seed_average(rows_by_seed: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """One row per prompt whose total is the mean over seeds: the pooled tuned model."""
     seeds = sorted(rows_by_seed)

@@ -6,6 +6,8 @@ from scipy.stats import wilcoxon
 
 from tasks.stats import (
     OVERALL,
+    LeakageError,
+    assert_no_overlap,
     bootstrap_ci,
     compare,
     compare_rows,
@@ -132,3 +134,12 @@ def test_verdict_needs_a_majority_of_seeds_and_holm() -> None:
     assert one_of_three["across_seeds"]["push"]["delta_std"] > 0
     strict = compare(better, {1: improved, 2: improved, 3: same}, alpha=0.05, majority=3)
     assert strict["across_seeds"]["push"]["verdict"] == "not shown better"
+
+
+def test_an_eval_split_overlapping_train_is_refused() -> None:
+    train = [{"prompt_id": "a", "prompt": [{"role": "user", "content": "x"}]}]
+    assert_no_overlap(train, [{"prompt_id": "b", "prompt": [{"role": "user", "content": "y"}]}])
+    with pytest.raises(LeakageError, match="also train prompts"):
+        assert_no_overlap(train, [{"prompt_id": "a", "prompt": []}])
+    with pytest.raises(LeakageError, match=r"\['c'\]"):  # same messages, another id
+        assert_no_overlap(train, [{"prompt_id": "c", "prompt": train[0]["prompt"]}])
