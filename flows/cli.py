@@ -75,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, parents=[common], help=help_text)
         if name == "train":
             command.add_argument("--seed", type=int, required=True)
+        if name == "compare":
+            for side in ("base", "candidate"):
+                command.add_argument(
+                    f"--{side}-eval",
+                    help="with the other one: compare two saved evaluations (eval rows JSONL)",
+                )
     return parser
 
 
@@ -88,7 +94,13 @@ def _flow_call(args: argparse.Namespace) -> Callable[[], Any]:
         "audit": lambda: pipeline.audit_flow(**paths),
         "train": lambda: pipeline.train_flow(**paths, seed=args.seed),
         "eval": lambda: pipeline.eval_flow(**paths),
-        "compare": lambda: pipeline.compare_flow(**paths),
+        "compare": lambda: (
+            pipeline.compare_evaluations_flow(
+                args.base_eval, args.candidate_eval, args.config, args.artifacts
+            )
+            if args.base_eval
+            else pipeline.compare_flow(**paths)
+        ),
     }[args.command]
 
 
@@ -131,7 +143,10 @@ def score_file(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "compare" and bool(args.base_eval) != bool(args.candidate_eval):
+        parser.error("--base-eval and --candidate-eval go together")
     if args.command == "score":
         return score_file(args)
     logging.getLogger("tucano").setLevel(logging.INFO)

@@ -25,7 +25,7 @@ from tasks.manifests import (
 from tasks.model import prepare_base_model_task
 from tasks.prep.build import prepare_data_task
 from tasks.prep.olist import fingerprint_source
-from tasks.report import publish_report_task, report_task
+from tasks.report import compare_evaluations_task, publish_report_task, report_task
 from tasks.store import ArtifactStore
 from tasks.train import train_seed_task
 
@@ -134,6 +134,20 @@ def compare_flow(
     recipe, store, prepared, base, adapters = _trained(config, artifacts, data)
     # 4-6. Evaluation (cached when done), Wilcoxon comparison per task and overall, report.
     return _report(recipe, store, prepared, base, adapters)
+
+
+@flow(name="tucano-compare-evaluations")
+def compare_evaluations_flow(
+    base_eval: str,
+    candidate_eval: str,
+    config: str = str(DEFAULT_RECIPE),
+    artifacts: str = DEFAULT_ARTIFACTS,
+) -> ReportArtifact:
+    recipe, store = _open(config, artifacts)
+    # 5-6. Wilcoxon comparison of two saved evaluations, by prompt id, and its report.
+    report = compare_evaluations_task(base_eval, candidate_eval, recipe.compare, store)
+    publish_report_task(report, store)
+    return report
 
 
 @flow(name="tucano-pipeline")

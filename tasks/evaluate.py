@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from typing import Any
 
 from prefect import task
+from tqdm.auto import tqdm
 
 from configs.recipe import EvalConfig
 from rewards import score
@@ -22,8 +22,6 @@ from tasks.model import load_model_and_tokenizer
 from tasks.prep.build import data_database
 from tasks.prep.rows import CONTEXT_COLUMNS
 from tasks.store import ArtifactStore
-
-log = logging.getLogger("tucano.evaluate")
 
 BASE_TAG = "base"
 
@@ -51,6 +49,7 @@ def generate(
     generation_config = _generation_config(config, tokenizer)
     outputs: list[dict[str, Any]] = []
     model.eval()
+    progress = tqdm(total=len(prompts), desc="generating", unit="prompt", disable=None)
     for start in range(0, len(prompts), config.batch_size):
         batch = prompts[start : start + config.batch_size]
         texts = [
@@ -73,7 +72,8 @@ def generate(
                     "truncated": not ended,
                 }
             )
-        log.info("generated %d/%d", min(start + config.batch_size, len(prompts)), len(prompts))
+        progress.update(len(batch))
+    progress.close()
     return outputs
 
 

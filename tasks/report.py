@@ -9,10 +9,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import fsspec
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from configs.recipe import TASKS, Recipe
+from configs.recipe import TASKS, CompareConfig, Recipe
 from tasks.caching import ContentKey, cache_token
 from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
 from tasks.stats import OVERALL, assert_no_overlap, compare
@@ -162,12 +163,57 @@ def build_report(
     )
 
 
+def _read_rows(uri: str) -> list[dict[str, Any]]:
+    with fsspec.open(uri, "r", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def compare_evaluations(
+    base_uri: str, candidate_uri: str, config: CompareConfig, store: ArtifactStore
+) -> ReportArtifact:
+    """Any two saved evaluations (e.g. the production model vs a new candidate), by prompt id;
+    a candidate file holding several seeds is compared seed by seed and pooled."""
+    base_rows, candidate_rows = _read_rows(base_uri), _read_rows(candidate_uri)
+    by_seed: dict[int, list[dict[str, Any]]] = {}
+    for row in candidate_rows:
+        by_seed.setdefault(int(row.get("seed") or 0), []).append(row)
+    comparison = compare(base_rows, by_seed, config.alpha, config.majority)
+    report = {"base": base_uri, "candidate": candidate_uri, "comparison": comparison}
+    identity = json.dumps([base_uri, candidate_uri, config.model_dump()], sort_keys=True)
+    folder = f"reports/compare-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+    markdown = "\n".join(
+        [
+            "# Tucano-commerce comparison",
+            "",
+            f"- Base: `{base_uri}`",
+            f"- Candidate: `{candidate_uri}`",
+            "",
+            "## Verdict across seeds",
+            "",
+            _seeds_table(comparison["across_seeds"]),
+            "",
+            "## Base vs candidate",
+            "",
+            _markdown_table(comparison["pooled"]),
+            "",
+        ]
+    )
+    store.write_text(f"{folder}/report.md", markdown)
+    store.write_json(f"{folder}/report.json", report)
+    return ReportArtifact(
+        fingerprint=store.sha256(f"{folder}/report.json"),
+        report_json=f"{folder}/report.json",
+        report_md=f"{folder}/report.md",
+        scores=candidate_uri,
+    )
+
+
 def publish_report(report: ReportArtifact, store: ArtifactStore) -> None:
     content = store.read_json(report.report_json)
     create_table_artifact(
         key="tucano-comparison",
         table=results_table(content["comparison"]["pooled"]),
-        description=f"Base vs tuned, pooled over seeds ({content['recipe']}).",
+        description=f"Base vs tuned, pooled ({content.get('recipe', 'two saved evaluations')}).",
     )
     create_markdown_artifact(
         key="tucano-report",
@@ -184,3 +230,4 @@ report_task = task(
     persist_result=True,
 )
 publish_report_task = task(publish_report, name="publish-report")
+compare_evaluations_task = task(compare_evaluations, name="compare-evaluations")

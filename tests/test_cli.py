@@ -27,3 +27,35 @@ def test_missing_data_file_exits_1_naming_it(olist_copy: Path, tmp_path: Path, c
 def test_audit_command_passes_and_says_so(capsys) -> None:
     assert main(["audit"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "reward audit passed"
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_compare_two_saved_evaluations(tmp_path: Path, capsys) -> None:
+    import json
+
+    def rows(model: str, shift: float, seed: int | None) -> str:
+        lines = [
+            {"prompt_id": f"p{i}", "task": "push", "model": model, "seed": seed,
+             "total": 0.05 * i + shift}
+            for i in range(12)
+        ]  # fmt: skip
+        return "".join(json.dumps(line) + "\n" for line in lines)
+
+    (tmp_path / "champion.jsonl").write_text(rows("champion", 0.0, None))
+    (tmp_path / "challenger.jsonl").write_text(rows("challenger", 0.1, 1) + rows("c", 0.2, 2))
+    args = ["compare", "--artifacts", str(tmp_path / "a")]
+    args += ["--base-eval", str(tmp_path / "champion.jsonl")]
+    args += ["--candidate-eval", str(tmp_path / "challenger.jsonl")]
+    assert main(args) == 0
+    report_path = capsys.readouterr().out.strip().splitlines()[-1].removeprefix("report: ")
+    report = json.loads(Path(report_path).read_text())
+    pooled = report["comparison"]["pooled"]["push"]
+    assert pooled["delta"] == pytest.approx(0.15)
+    assert pooled["p_value"] == pytest.approx(1 / 2**12)  # every pair better, exact test
+    assert report["comparison"]["across_seeds"]["push"]["verdict"] == "better"
+
+
+def test_compare_needs_both_evaluations(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["compare", "--base-eval", "a.jsonl"])
+    assert "go together" in capsys.readouterr().err
