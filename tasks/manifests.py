@@ -73,3 +73,4 @@ class ReportArtifact(Manifest):
     report_json: str
     report_md: str
     scores: str
+    plots: list[str] = []

@@ -14,9 +14,10 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from configs.recipe import TASKS, CompareConfig, Recipe
+from tasks import plots
 from tasks.caching import ContentKey, cache_token
 from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
-from tasks.stats import OVERALL, assert_no_overlap, compare
+from tasks.stats import OVERALL, assert_no_overlap, compare, seed_average
 from tasks.store import ArtifactStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -118,6 +119,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for seed, results in comparison["per_seed"].items():
         parts += ["", f"## Seed {seed}", "", _markdown_table(results)]
+    parts += ["", "## Plots", ""]
+    parts += [f"![{Path(path).stem}]({Path(path).name})" for path in report.get("plots", [])]
     return "\n".join(parts) + "\n"
 
 
@@ -153,6 +156,16 @@ def build_report(
     folder = f"reports/{recipe.name}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
     scores = base_rows + [row for seed in sorted(rows_by_seed) for row in rows_by_seed[seed]]
     store.write_jsonl(f"{folder}/scores.jsonl", scores)
+    pictures = {
+        "base_vs_tuned.png": plots.base_vs_tuned(report["comparison"]["pooled"]),
+        "score_distributions.png": plots.score_distributions(base_rows, seed_average(rows_by_seed)),
+        "training_curves.png": plots.training_curves(
+            {a.seed: store.read_json(a.log_history) for a in adapters}
+        ),
+    }
+    for name, png in pictures.items():
+        store.write_bytes(f"{folder}/{name}", png)
+    report["plots"] = [f"{folder}/{name}" for name in pictures]
     store.write_text(f"{folder}/report.md", render_markdown(report))
     store.write_json(f"{folder}/report.json", report)
     return ReportArtifact(
@@ -160,6 +173,7 @@ def build_report(
         report_json=f"{folder}/report.json",
         report_md=f"{folder}/report.md",
         scores=f"{folder}/scores.jsonl",
+        plots=report["plots"],
     )
 
 
@@ -218,7 +232,8 @@ def publish_report(report: ReportArtifact, store: ArtifactStore) -> None:
     create_markdown_artifact(
         key="tucano-report",
         markdown=store.read_text(report.report_md)
-        + f"\n\nFiles: `{store.uri(report.report_json)}`, `{store.uri(report.scores)}`\n",
+        + f"\n\nFiles: `{store.uri(report.report_json)}`, `{store.uri(report.scores)}`\n"
+        + "".join(f"\n- plot: `{store.uri(path)}`" for path in report.plots),
         description="The comparison report.",
     )
 
@@ -226,7 +241,7 @@ def publish_report(report: ReportArtifact, store: ArtifactStore) -> None:
 report_task = task(
     build_report,
     name="report",
-    cache_policy=ContentKey(modules=("tasks.report", "tasks.stats")),
+    cache_policy=ContentKey(modules=("tasks.report", "tasks.stats", "tasks.plots")),
     persist_result=True,
 )
 publish_report_task = task(publish_report, name="publish-report")

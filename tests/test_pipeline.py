@@ -143,6 +143,10 @@ def test_pipeline_writes_a_complete_report(first_run) -> None:
     assert results["overall"]["n"] == 22
     markdown = store.read_text(report_artifact.report_md)
     assert "| **OVERALL** | 22 |" in markdown
+    assert len(report["plots"]) == 3
+    for path in report["plots"]:
+        assert store.read_bytes(path).startswith(b"\x89PNG")  # a real PNG
+        assert f"]({path.rsplit('/', 1)[1]})" in markdown
 
 
 def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
