@@ -93,6 +93,19 @@ def _seeds_table(summary: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _verdict_sections(comparison: dict[str, Any], pooled_title: str) -> list[str]:
+    return [
+        "## Verdict across seeds",
+        "",
+        _seeds_table(comparison["across_seeds"]),
+        "",
+        f"## {pooled_title}",
+        "",
+        _markdown_table(comparison["pooled"]),
+        "",
+    ]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     comparison = report["comparison"]
     method = comparison["method"]
@@ -105,14 +118,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- Config {report['config_fingerprint']} · data {report['data_fingerprint'][:16]}"
         f" · commit {report['git_commit'] or 'unknown'}",
         "",
-        "## Verdict across seeds",
-        "",
-        _seeds_table(comparison["across_seeds"]),
-        "",
-        "## Base vs GRPO-tuned (tuned score = mean over seeds)",
-        "",
-        _markdown_table(comparison["pooled"]),
-        "",
+        *_verdict_sections(comparison, "Base vs GRPO-tuned (tuned score = mean over seeds)"),
         f"Method: {method['test']}; zeros: {method['zero_method']}; α = {method['alpha']}; "
         f"{method['multiple_testing']}; r = {method['effect_size']}; CI: {method['ci']}; "
         f"verdict: {method['verdict']}.",
@@ -202,14 +208,7 @@ def compare_evaluations(
             f"- Base: `{base_uri}`",
             f"- Candidate: `{candidate_uri}`",
             "",
-            "## Verdict across seeds",
-            "",
-            _seeds_table(comparison["across_seeds"]),
-            "",
-            "## Base vs candidate",
-            "",
-            _markdown_table(comparison["pooled"]),
-            "",
+            *_verdict_sections(comparison, "Base vs candidate"),
         ]
     )
     store.write_text(f"{folder}/report.md", markdown)
