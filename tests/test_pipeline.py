@@ -18,6 +18,7 @@ import yaml
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import (
     ArtifactFilter,
+    ArtifactFilterFlowRunId,
     ArtifactFilterKey,
     FlowRunFilter,
     FlowRunFilterId,
@@ -154,7 +155,11 @@ def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
     with get_client(sync_client=True) as client:
         by_key = {
             key: client.read_artifacts(
-                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+                # this run's artifacts only: other tests publish under the same keys
+                artifact_filter=ArtifactFilter(
+                    key=ArtifactFilterKey(any_=[key]),
+                    flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id]),
+                ),
                 # prefect 3.8.8's sync client sends None for these, which its server rejects
                 flow_run_filter=FlowRunFilter(),
                 task_run_filter=TaskRunFilter(),
