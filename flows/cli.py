@@ -157,13 +157,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tasks.audit import AuditFailed
     from tasks.prep.olist import OlistSchemaError
+    from tasks.report import EvalRowsError
     from tasks.stopping import Preempted
 
     store = ArtifactStore(args.artifacts)
     try:
         with results_in_store(store):
             result = _flow_call(args)()
-    except (OlistSchemaError, AuditFailed) as exc:
+    except (OlistSchemaError, AuditFailed, EvalRowsError) as exc:
         print(f"tucano {args.command}: {exc}", file=sys.stderr)
         return 1
     except Preempted as exc:

@@ -16,6 +16,13 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from configs.recipe import TASKS, CompareConfig, Recipe
 from tasks import plots
 from tasks.caching import ContentKey, cache_token
+from tasks.eval_summary import (
+    generation_summary,
+    last_user_message,
+    render_generation_summary,
+    render_worst_regressions,
+    worst_regressions,
+)
 from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
 from tasks.stats import OVERALL, assert_no_overlap, compare, seed_average
 from tasks.store import ArtifactStore
@@ -38,6 +45,13 @@ def _fmt(value: float | None, digits: int = 3, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
+def _change(result: dict[str, Any]) -> str:
+    """Holm-significant direction of one comparison."""
+    if result["significant_holm"]:
+        return "better"
+    return "worse" if result["significantly_worse_holm"] else "none"
+
+
 def results_table(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         {
@@ -52,7 +66,8 @@ def results_table(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             "p_holm": None if r["p_holm"] is None else round(r["p_holm"], 5),
             "effect_size": round(r["effect_size"], 3),
             "ci95": f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
-            "significant": r["significant_holm"],
+            "p_worse_holm": None if r["p_worse_holm"] is None else round(r["p_worse_holm"], 5),
+            "change": _change(r),
         }
         for task_name, r in results.items()
     ]
@@ -60,8 +75,9 @@ def results_table(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _markdown_table(results: dict[str, dict[str, Any]]) -> str:
     lines = [
-        "| Task | n | Base | Tuned | Δ | 95% CI of Δ | Δ% | r | W | p | p (Holm) | Significant? |",
-        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|",
+        "| Task | n | Base | Tuned | Δ | 95% CI of Δ | Δ% | r | W | p | p (Holm) "
+        "| p worse (Holm) | Significant change |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for task_name in (*TASKS, OVERALL):
         if task_name not in results:
@@ -73,7 +89,7 @@ def _markdown_table(results: dict[str, dict[str, Any]]) -> str:
             f"| {name} | {r['n']} | {_fmt(r['base_mean'])} | {_fmt(r['tuned_mean'])} | "
             f"{_fmt(r['delta'], signed=True)} | [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] | "
             f"{pct} | {r['effect_size']:+.2f} | {r['statistic']:.1f} | {_fmt(r['p_value'], 4)} | "
-            f"{_fmt(r['p_holm'], 4)} | {'yes' if r['significant_holm'] else 'no'} |"
+            f"{_fmt(r['p_holm'], 4)} | {_fmt(r['p_worse_holm'], 4)} | {_change(r)} |"
         )
     notes = [f"- {task}: {r['note']}" for task, r in results.items() if r.get("note")]
     return "\n".join(lines + (["", *notes] if notes else []))
@@ -81,14 +97,15 @@ def _markdown_table(results: dict[str, dict[str, Any]]) -> str:
 
 def _seeds_table(summary: dict[str, dict[str, Any]]) -> str:
     lines = [
-        "| Task | Δ mean ± std over seeds | seeds significantly better | verdict |",
-        "|---|---|---:|---|",
+        "| Task | Δ mean ± std over seeds | seeds significantly better | seeds significantly "
+        "worse | verdict |",
+        "|---|---|---:|---:|---|",
     ]
     for task_name, s in summary.items():
         lines.append(
             f"| {task_name} | {s['delta_mean']:+.3f} ± {s['delta_std']:.3f} | "
             f"{s['seeds_significantly_better']} of {s['seeds']} (need {s['majority_needed']}) | "
-            f"{s['verdict']} |"
+            f"{s['seeds_significantly_worse']} of {s['seeds']} | {s['verdict']} |"
         )
     return "\n".join(lines)
 
@@ -103,6 +120,13 @@ def _verdict_sections(comparison: dict[str, Any], pooled_title: str) -> list[str
         "",
         _markdown_table(comparison["pooled"]),
         "",
+    ]
+
+
+def _sample_sections(report: dict[str, Any]) -> list[str]:
+    return [
+        *render_generation_summary(report["generation"]),
+        *render_worst_regressions(report["worst_regressions"]),
     ]
 
 
@@ -125,7 +149,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for seed, results in comparison["per_seed"].items():
         parts += ["", f"## Seed {seed}", "", _markdown_table(results)]
-    parts += ["", "## Plots", ""]
+    parts += ["", *_sample_sections(report), "## Plots", ""]
     parts += [f"![{Path(path).stem}]({Path(path).name})" for path in report.get("plots", [])]
     return "\n".join(parts) + "\n"
 
@@ -139,11 +163,14 @@ def build_report(
     tuned_evals: list[EvalRows],
     store: ArtifactStore,
 ) -> ReportArtifact:
-    assert_no_overlap(store.read_jsonl(data.train), store.read_jsonl(data.eval))
+    eval_prompts = store.read_jsonl(data.eval)
+    assert_no_overlap(store.read_jsonl(data.train), eval_prompts)
     base_rows = store.read_jsonl(base_eval.rows)
     rows_by_seed = {
         int(e.seed): store.read_jsonl(e.rows) for e in tuned_evals if e.seed is not None
     }
+    scores = base_rows + [row for seed in sorted(rows_by_seed) for row in rows_by_seed[seed]]
+    prompt_texts = {row["prompt_id"]: last_user_message(row["prompt"]) for row in eval_prompts}
     report = {
         "recipe": recipe.name,
         "config_fingerprint": recipe.fingerprint(),
@@ -157,10 +184,13 @@ def build_report(
         "comparison": compare(
             base_rows, rows_by_seed, recipe.compare.alpha, recipe.compare.majority
         ),
+        "generation": generation_summary(
+            {"base": base_rows, **{f"seed {s}": rows for s, rows in sorted(rows_by_seed.items())}}
+        ),
+        "worst_regressions": worst_regressions(base_rows, rows_by_seed, prompt_texts),
     }
     identity = json.dumps(cache_token([base_eval, tuned_evals, recipe]), sort_keys=True)
     folder = f"reports/{recipe.name}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
-    scores = base_rows + [row for seed in sorted(rows_by_seed) for row in rows_by_seed[seed]]
     store.write_jsonl(f"{folder}/scores.jsonl", scores)
     pictures = {
         "base_vs_tuned.png": plots.base_vs_tuned(report["comparison"]["pooled"]),
@@ -183,9 +213,32 @@ def build_report(
     )
 
 
+EVAL_ROW_FIELDS = ("prompt_id", "task", "total", "completion", "tokens", "truncated")
+
+
+class EvalRowsError(ValueError):
+    """A saved evaluation that is not what `tucano eval` writes."""
+
+
 def _read_rows(uri: str) -> list[dict[str, Any]]:
+    """A saved evaluation (what `tucano eval` writes); a row without the fields the comparison
+    reads is refused with its file and line."""
+    rows = []
     with fsspec.open(uri, "r", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise EvalRowsError(
+                    f"{uri}, line {number}: not a JSON eval row ({error})"
+                ) from None
+            missing = [field for field in EVAL_ROW_FIELDS if field not in row]
+            if missing:
+                raise EvalRowsError(f"{uri}, line {number}: eval row lacks {', '.join(missing)}")
+            rows.append(row)
+    return rows
 
 
 def compare_evaluations(
@@ -198,7 +251,15 @@ def compare_evaluations(
     for row in candidate_rows:
         by_seed.setdefault(int(row.get("seed") or 0), []).append(row)
     comparison = compare(base_rows, by_seed, config.alpha, config.majority)
-    report = {"base": base_uri, "candidate": candidate_uri, "comparison": comparison}
+    report = {
+        "base": base_uri,
+        "candidate": candidate_uri,
+        "comparison": comparison,
+        "generation": generation_summary(
+            {"base": base_rows, **{f"candidate seed {s}": rows for s, rows in by_seed.items()}}
+        ),
+        "worst_regressions": worst_regressions(base_rows, by_seed),
+    }
     identity = json.dumps([base_uri, candidate_uri, config.model_dump()], sort_keys=True)
     folder = f"reports/compare-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
     markdown = "\n".join(
@@ -209,6 +270,7 @@ def compare_evaluations(
             f"- Candidate: `{candidate_uri}`",
             "",
             *_verdict_sections(comparison, "Base vs candidate"),
+            *_sample_sections(report),
         ]
     )
     store.write_text(f"{folder}/report.md", markdown)

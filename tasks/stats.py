@@ -16,7 +16,9 @@ from scipy.stats import rankdata, wilcoxon
 
 from configs.recipe import TASKS
 
-ALTERNATIVE = "greater"  # H1: tuned > base
+# Two one-sided tests on the same pairs: H1 tuned > base says "better", H1 tuned < base says
+# "worse"; a promotion needs the first and must not have the second.
+ALTERNATIVES = {"p_value": "greater", "p_worse": "less"}
 ZERO_METHOD = "wilcox"
 OVERALL = "overall"
 # scipy's "auto" switches from the exact distribution to the normal approximation above this n.
@@ -84,21 +86,29 @@ def paired_test(
         "note": None,
     }
     if result["n_nonzero"] == 0:
-        # scipy returns NaN here; identical scores are no evidence of improvement.
-        result.update(statistic=0.0, p_value=1.0, method="none: all differences are zero")
+        # scipy returns NaN here; identical scores are no evidence of a change either way.
+        result.update(
+            statistic=0.0, p_value=1.0, p_worse=1.0, method="none: all differences are zero"
+        )
         return result
-    test = wilcoxon(tuned_arr, base_arr, alternative=ALTERNATIVE, zero_method=ZERO_METHOD)
-    result.update(statistic=float(test.statistic), method=scipy_auto_method(differences))
+    tests = {
+        key: wilcoxon(tuned_arr, base_arr, alternative=alternative, zero_method=ZERO_METHOD)
+        for key, alternative in ALTERNATIVES.items()
+    }
+    result.update(
+        statistic=float(tests["p_value"].statistic), method=scipy_auto_method(differences)
+    )
     floor = min_attainable_p(result["n_nonzero"])
     if floor >= alpha:
         # A p that cannot fall below alpha whatever the data is not evidence either way.
         result.update(
             p_value=None,
+            p_worse=None,
             note=f"{result['n_nonzero']} nonzero pairs cannot reach p < {alpha} "
             f"(smallest attainable one-sided p = {floor:.4f}); no test reported",
         )
     else:
-        result["p_value"] = float(test.pvalue)
+        result.update({key: float(test.pvalue) for key, test in tests.items()})
     return result
 
 
@@ -131,19 +141,24 @@ def compare_rows(
         if not pairs:
             continue
         out[task] = paired_test([b for b, _ in pairs], [t for _, t in pairs], alpha)
-    adjusted = holm({task: out[task]["p_value"] for task in TASKS if task in out})
-    for task, result in out.items():
-        result["p_holm"] = adjusted.get(task, result["p_value"])  # overall: one test, no family
+    for raw, corrected, flag in (
+        ("p_value", "p_holm", "significant_holm"),
+        ("p_worse", "p_worse_holm", "significantly_worse_holm"),
+    ):
+        adjusted = holm({task: out[task][raw] for task in TASKS if task in out})
+        for task, result in out.items():
+            result[corrected] = adjusted.get(task, result[raw])  # overall: one test, no family
+            result[flag] = result[corrected] is not None and result[corrected] < alpha
+    for result in out.values():
         result["significant"] = result["p_value"] is not None and result["p_value"] < alpha
-        result["significant_holm"] = result["p_holm"] is not None and result["p_holm"] < alpha
     return out
 
 
 def across_seeds(
     per_seed: dict[str, dict[str, dict[str, Any]]], majority: int
 ) -> dict[str, dict[str, Any]]:
-    """Per task: the delta's mean and std over seeds, and a verdict that needs a significant
-    (Holm-corrected) improvement in at least `majority` seeds."""
+    """Per task: the delta's mean and std over seeds, and a verdict: "better" (or "worse") needs
+    a Holm-corrected significant improvement (or regression) in at least `majority` seeds."""
     summary: dict[str, dict[str, Any]] = {}
     for task in (*TASKS, OVERALL):
         results = [seed_results[task] for seed_results in per_seed.values() if task in seed_results]
@@ -151,13 +166,19 @@ def across_seeds(
             continue
         deltas = np.array([r["delta"] for r in results])
         improved = sum(1 for r in results if r["significant_holm"] and r["delta"] > 0)
+        worsened = sum(1 for r in results if r["significantly_worse_holm"] and r["delta"] < 0)
         summary[task] = {
             "seeds": len(results),
             "delta_mean": float(deltas.mean()),
             "delta_std": float(deltas.std(ddof=1)) if len(deltas) > 1 else 0.0,
             "seeds_significantly_better": improved,
+            "seeds_significantly_worse": worsened,
             "majority_needed": majority,
-            "verdict": "better" if improved >= majority else "not shown better",
+            "verdict": "better"
+            if improved >= majority
+            else "worse"
+            if worsened >= majority
+            else "not shown better",
         }
     return summary
 
@@ -204,16 +225,18 @@ def compare(
     }
     return {
         "method": {
-            "test": "Wilcoxon signed-rank, paired by prompt id, one-sided (tuned > base)",
+            "test": "Wilcoxon signed-rank, paired by prompt id, one-sided both ways "
+            "(p: tuned > base; p_worse: tuned < base)",
             "zero_method": f"{ZERO_METHOD} (zero differences dropped before ranking)",
             "scipy_method": "auto (per test: see each result's 'method')",
             "alpha": alpha,
-            "multiple_testing": "Holm across the four tasks (p_holm), raw p beside it",
+            "multiple_testing": "Holm across the four tasks, for each direction (p_holm, "
+            "p_worse_holm), raw p beside it",
             "effect_size": "matched-pairs rank-biserial correlation",
             "ci": "95% percentile bootstrap of the mean difference, 10,000 resamples, seed 0",
             "pooled": "tuned score of a prompt = mean over seeds",
-            "verdict": f"better when Holm-significant and positive in >= {majority} of "
-            f"{len(rows_by_seed)} seeds",
+            "verdict": f"better (worse) when Holm-significant and positive (negative) in "
+            f">= {majority} of {len(rows_by_seed)} seeds",
         },
         "pooled": compare_rows(base_rows, seed_average(rows_by_seed), alpha),
         "per_seed": per_seed,

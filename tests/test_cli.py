@@ -36,7 +36,8 @@ def test_compare_two_saved_evaluations(tmp_path: Path, capsys) -> None:
     def rows(model: str, shift: float, seed: int | None) -> str:
         lines = [
             {"prompt_id": f"p{i}", "task": "push", "model": model, "seed": seed,
-             "total": 0.05 * i + shift}
+             "total": 0.05 * i + shift, "completion": f"{model} {i}", "tokens": 3 + i,
+             "truncated": i == 11}
             for i in range(12)
         ]  # fmt: skip
         return "".join(json.dumps(line) + "\n" for line in lines)
@@ -53,6 +54,23 @@ def test_compare_two_saved_evaluations(tmp_path: Path, capsys) -> None:
     assert pooled["delta"] == pytest.approx(0.15)
     assert pooled["p_value"] == pytest.approx(1 / 2**12)  # every pair better, exact test
     assert report["comparison"]["across_seeds"]["push"]["verdict"] == "better"
+    assert report["generation"]["candidate seed 2"]["push"]["mean_tokens"] == pytest.approx(8.5)
+    assert report["generation"]["base"]["push"]["truncated_share"] == pytest.approx(1 / 12)
+    assert report["worst_regressions"] == []  # every candidate answer scored higher
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_compare_refuses_an_eval_file_without_scores(tmp_path: Path, capsys) -> None:
+    good = '{"prompt_id": "p1", "task": "push", "total": 0.5, "completion": "x", "tokens": 1, '
+    good += '"truncated": false}\n'
+    (tmp_path / "base.jsonl").write_text(good)
+    (tmp_path / "candidate.jsonl").write_text(good + '{"prompt_id": "p1", "task": "push"}\n')
+    args = ["compare", "--artifacts", str(tmp_path / "a")]
+    args += ["--base-eval", str(tmp_path / "base.jsonl")]
+    args += ["--candidate-eval", str(tmp_path / "candidate.jsonl")]
+    assert main(args) == 1
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'candidate.jsonl'}, line 2: eval row lacks total, completion" in error
 
 
 def test_compare_needs_both_evaluations(capsys) -> None:

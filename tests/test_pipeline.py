@@ -26,7 +26,7 @@ from prefect.client.schemas.filters import (
     TaskRunFilter,
 )
 from prefect.client.schemas.sorting import ArtifactSort, FlowRunSort, TaskRunSort
-from scipy.stats import wilcoxon
+from scipy.stats import rankdata, wilcoxon
 
 import rewards
 from configs.recipe import TASKS
@@ -176,28 +176,85 @@ def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
     assert {row["check"] for row in audit} >= set(TASKS)
 
 
+def _rank_biserial(differences: np.ndarray) -> float:
+    nonzero = differences[differences != 0]
+    ranks = rankdata(np.abs(nonzero))
+    return (ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()) / ranks.sum()
+
+
+def _holm(p_values: dict[str, float]) -> dict[str, float]:
+    ordered = sorted(p_values, key=p_values.get)
+    adjusted, running = {}, 0.0
+    for i, task in enumerate(ordered):
+        running = max(running, min(1.0, (len(ordered) - i) * p_values[task]))
+        adjusted[task] = running
+    return adjusted
+
+
+def _check_against_scores(entries: dict, base: dict, tuned: dict[str, float]) -> None:
+    """One comparison (pooled or one seed) recomputed from per-sample scores."""
+    rng = np.random.default_rng(1)  # not the report's bootstrap seed: an independent estimate
+    for task in (*TASKS, "overall"):
+        ids = [pid for pid, row in base.items() if task == "overall" or row["task"] == task]
+        b = np.array([base[pid]["total"] for pid in ids])
+        t = np.array([tuned[pid] for pid in ids])
+        entry = entries[task]
+        assert entry["n"] == len(ids)
+        assert entry["base_mean"] == pytest.approx(b.mean())
+        assert entry["tuned_mean"] == pytest.approx(t.mean())
+        if np.any(t != b):
+            assert entry["effect_size"] == pytest.approx(_rank_biserial(t - b))
+        means = rng.choice(t - b, size=(20_000, len(ids))).mean(axis=1)
+        assert entry["ci_low"] == pytest.approx(np.percentile(means, 2.5), abs=0.01)
+        assert entry["ci_high"] == pytest.approx(np.percentile(means, 97.5), abs=0.01)
+        if entry["p_value"] is not None:
+            expected = wilcoxon(t, b, alternative="greater")
+            assert entry["statistic"] == pytest.approx(expected.statistic)
+            assert entry["p_value"] == pytest.approx(expected.pvalue)
+            if np.any(t != b):
+                worse = wilcoxon(t, b, alternative="less")
+                assert entry["p_worse"] == pytest.approx(worse.pvalue)
+    for raw, corrected in (("p_value", "p_holm"), ("p_worse", "p_worse_holm")):
+        tested = {task: entries[task][raw] for task in TASKS if entries[task][raw] is not None}
+        for task, adjusted in _holm(tested).items():
+            assert entries[task][corrected] == pytest.approx(adjusted)
+
+
 def test_report_agrees_with_a_recomputation_from_the_saved_scores(first_run) -> None:
     _, _, store, state = first_run
     report_artifact = state.result()
     report = store.read_json(report_artifact.report_json)
     scores = store.read_jsonl(report_artifact.scores)
     base = {row["prompt_id"]: row for row in scores if row["model"] == "base"}
-    tuned: dict[str, list[float]] = defaultdict(list)
+    by_seed: dict[int, dict[str, dict]] = defaultdict(dict)
     for row in scores:
         if row["model"] != "base":
-            tuned[row["prompt_id"]].append(row["total"])
-    assert len(base) == 22 and all(len(v) == 2 for v in tuned.values())
-    for task in (*TASKS, "overall"):
-        ids = [pid for pid, row in base.items() if task == "overall" or row["task"] == task]
-        b = np.array([base[pid]["total"] for pid in ids])
-        t = np.array([np.mean(tuned[pid]) for pid in ids])
-        entry = report["comparison"]["pooled"][task]
-        assert entry["base_mean"] == pytest.approx(b.mean())
-        assert entry["tuned_mean"] == pytest.approx(t.mean())
-        if entry["p_value"] is not None and np.any(t != b):
-            expected = wilcoxon(t, b, alternative="greater")
-            assert entry["statistic"] == pytest.approx(expected.statistic)
-            assert entry["p_value"] == pytest.approx(expected.pvalue)
+            by_seed[row["seed"]][row["prompt_id"]] = row
+    assert len(base) == 22 and sorted(by_seed) == [1, 2]
+    comparison = report["comparison"]
+    pooled = {pid: np.mean([by_seed[s][pid]["total"] for s in by_seed]) for pid in base}
+    _check_against_scores(comparison["pooled"], base, pooled)
+    for seed, rows in by_seed.items():
+        tuned = {pid: row["total"] for pid, row in rows.items()}
+        _check_against_scores(comparison["per_seed"][str(seed)], base, tuned)
+    for task, summary in comparison["across_seeds"].items():
+        deltas = [comparison["per_seed"][str(seed)][task]["delta"] for seed in by_seed]
+        assert summary["delta_mean"] == pytest.approx(np.mean(deltas))
+        assert summary["delta_std"] == pytest.approx(np.std(deltas, ddof=1))
+    for model, rows in [("base", base), *((f"seed {s}", r) for s, r in by_seed.items())]:
+        overall = report["generation"][model]["overall"]
+        assert overall["mean_tokens"] == pytest.approx(
+            np.mean([r["tokens"] for r in rows.values()])
+        )
+        truncated = np.mean([r["truncated"] for r in rows.values()])
+        assert overall["truncated_share"] == pytest.approx(truncated)
+    drops = sorted(
+        row["total"] - base[pid]["total"] for rows in by_seed.values() for pid, row in rows.items()
+    )
+    worst = report["worst_regressions"]
+    assert [w["delta"] for w in worst] == pytest.approx([d for d in drops if d < 0][: len(worst)])
+    markdown = store.read_text(report_artifact.report_md)
+    assert "## Answer lengths and truncation" in markdown and "## Worst regressions" in markdown
 
 
 def test_every_seed_trained_real_grpo_steps_with_checkpoints_in_the_store(first_run) -> None:

@@ -39,14 +39,22 @@ def test_a_clear_improvement_is_detected() -> None:
 
 def test_identical_models_are_not_significant() -> None:
     result = paired_test([0.3, 0.5, 0.7], [0.3, 0.5, 0.7])
-    assert (result["p_value"], result["n_nonzero"]) == (1.0, 0)
+    assert (result["p_value"], result["p_worse"], result["n_nonzero"]) == (1.0, 1.0, 0)
     assert "all differences are zero" in result["method"]
 
 
-def test_a_regression_is_not_reported_as_an_improvement() -> None:
+def test_a_regression_is_reported_as_one() -> None:
     result = paired_test([0.8] * 8, [0.8 - 0.01 * (i + 1) for i in range(8)])
     assert result["delta"] < 0
-    assert result["p_value"] == pytest.approx(1.0)
+    assert result["p_value"] == pytest.approx(1.0)  # not better...
+    assert result["p_worse"] == pytest.approx(1 / 2**8)  # ...and every pair worse: exact p
+    rows = _rows({"push": [0.8] * 8})
+    worse = _rows({"push": [0.8 - 0.01 * (i + 1) for i in range(8)]})
+    comparison = compare(rows, {1: worse, 2: worse, 3: rows}, alpha=0.05)
+    assert comparison["pooled"]["push"]["significantly_worse_holm"]
+    assert not comparison["pooled"]["push"]["significant_holm"]
+    assert comparison["across_seeds"]["push"]["seeds_significantly_worse"] == 2
+    assert comparison["across_seeds"]["push"]["verdict"] == "worse"
 
 
 def test_zeros_are_dropped_and_ties_switch_the_method() -> None:
