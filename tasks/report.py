@@ -11,7 +11,11 @@ from typing import Any
 
 import fsspec
 from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
 
 from configs.recipe import TASKS, CompareConfig, Recipe
 from tasks import plots
@@ -297,6 +301,14 @@ def publish_report(report: ReportArtifact, store: ArtifactStore) -> None:
         + "".join(f"\n- plot: `{store.uri(path)}`" for path in report.plots),
         description="The comparison report.",
     )
+    for path in report.plots:
+        name = Path(path).stem
+        create_link_artifact(
+            key=f"tucano-plot-{name.replace('_', '-')}",
+            link=store.url(path),
+            link_text=name.replace("_", " "),
+            description="A plot of the comparison report.",
+        )
 
 
 report_task = task(

@@ -44,6 +44,10 @@ class ArtifactStore:
     def uri(self, rel: str) -> str:
         return self.path(rel) if self.is_local else f"{_protocol(self.fs)}://{self.path(rel)}"
 
+    def url(self, rel: str) -> str:
+        """An address a link can carry: file:// for a local store, the store's URI otherwise."""
+        return Path(self.path(rel)).as_uri() if self.is_local else self.uri(rel)
+
     def exists(self, rel: str) -> bool:
         return self.fs.exists(self.path(rel))
 

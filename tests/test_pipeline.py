@@ -167,11 +167,18 @@ def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
                 limit=5,
                 offset=0,
             )
-            for key in ("tucano-comparison", "tucano-report", "tucano-reward-audit")
+            for key in (
+                "tucano-comparison",
+                "tucano-report",
+                "tucano-reward-audit",
+                "tucano-plot-base-vs-tuned",
+            )
         }
     table = json.loads(by_key["tucano-comparison"][0].data)
     assert {row["task"] for row in table} == {*TASKS, "overall"}
     assert store.uri(state.result().report_json) in by_key["tucano-report"][0].data
+    plot = state.result().plots[0]
+    assert by_key["tucano-plot-base-vs-tuned"][0].data == f"[base vs tuned](file://{store.uri(plot)})"
     audit = json.loads(by_key["tucano-reward-audit"][0].data)
     assert {row["check"] for row in audit} >= set(TASKS)
 
