@@ -132,6 +132,11 @@ class DynamicSamplingConfig(_Strict):
 
 
 class TrainingConfig(_Strict):
+    backend: Literal["auto", "unsloth", "peft"] = Field(
+        "auto",
+        description="Who loads and adapts the policy: auto = Unsloth on a CUDA GPU where the gpu "
+        "extra is installed, else transformers + PEFT.",
+    )
     learning_rate: float = Field(5e-6, gt=0)
     # Constant after warm-up: the seed's cosine schedule had decayed to ~0 by step 130 of 600.
     lr_scheduler_type: str = "constant_with_warmup"

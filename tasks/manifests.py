@@ -46,6 +46,7 @@ class BaseModelArtifact(Manifest):
     source: str
     location: str
     in_store: bool
+    load_in_4bit: bool = False
 
 
 class Adapter(Manifest):

@@ -87,19 +87,14 @@ def corpus(prepared: PreparedData, store: ArtifactStore) -> list[str]:
 def prepare_base_model(
     config: ModelConfig, prepared: PreparedData, store: ArtifactStore
 ) -> BaseModelArtifact:
-    if config.load_in_4bit:
-        # Loud, not silent: a 4-bit recipe must never quietly train a full-precision model.
-        raise NotImplementedError(
-            "model.load_in_4bit: NF4 4-bit loading (the Unsloth GPU backend) is not built yet; "
-            "set model.load_in_4bit: false to train the model in full precision"
-        )
     if config.source == "pretrained":
         location = str(config.name_or_path)
         return BaseModelArtifact(
-            fingerprint=_pretrained_fingerprint(location),
+            fingerprint=_quantized(_pretrained_fingerprint(location), config.load_in_4bit),
             source="pretrained",
             location=location,
             in_store=False,
+            load_in_4bit=config.load_in_4bit,
         )
     with tempfile.TemporaryDirectory(prefix="tucano-model-") as tmp:
         build_tiny_model(config.tiny, corpus(prepared, store), Path(tmp))
@@ -110,7 +105,20 @@ def prepare_base_model(
         fingerprint = digest.hexdigest()
         folder = f"models/tiny-{fingerprint[:16]}"
         store.put_dir(tmp, folder)
-    return BaseModelArtifact(fingerprint=fingerprint, source="tiny", location=folder, in_store=True)
+    return BaseModelArtifact(
+        fingerprint=_quantized(fingerprint, config.load_in_4bit),
+        source="tiny",
+        location=folder,
+        in_store=True,
+        load_in_4bit=config.load_in_4bit,
+    )
+
+
+def _quantized(fingerprint: str, load_in_4bit: bool) -> str:
+    """NF4 weights are a different starting model: everything trained from them is keyed apart."""
+    return (
+        hashlib.sha256(f"{fingerprint}:nf4".encode()).hexdigest() if load_in_4bit else fingerprint
+    )
 
 
 def _pretrained_fingerprint(location: str) -> str:
@@ -127,15 +135,43 @@ def model_path(artifact: BaseModelArtifact, store: ArtifactStore) -> str:
     return str(store.local_dir(artifact.location)) if artifact.in_store else artifact.location
 
 
+class QuantizationError(RuntimeError):
+    """A 4-bit model on a machine that cannot run it."""
+
+
+def load_tokenizer(artifact: BaseModelArtifact, store: ArtifactStore) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_path(artifact, store))
+
+
 def load_model_and_tokenizer(artifact: BaseModelArtifact, store: ArtifactStore) -> tuple[Any, Any]:
+    """The base model as transformers loads it: bf16 on a GPU that has it, NF4 4-bit through
+    bitsandbytes when the recipe says so (GPU only), float32 on CPU."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     path = model_path(artifact, store)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    return model, tokenizer
+    on_gpu = torch.cuda.is_available()
+    dtype = torch.bfloat16 if on_gpu and torch.cuda.is_bf16_supported() else torch.float32
+    quantization: dict[str, Any] = {}
+    if artifact.load_in_4bit:
+        # Loud, not silent: a 4-bit recipe must never quietly run a full-precision model.
+        if not on_gpu:
+            raise QuantizationError(
+                "model.load_in_4bit: NF4 4-bit weights need a CUDA GPU and this machine has none; "
+                "set model.load_in_4bit: false to run the model in full precision"
+            )
+        from transformers import BitsAndBytesConfig
+
+        quantization["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=dtype,
+        )
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **quantization)
+    return model, load_tokenizer(artifact, store)
 
 
 prepare_base_model_task = task(

@@ -18,10 +18,10 @@ from prefect import task
 
 from configs.recipe import LoraConfig, TrainingConfig
 from rewards import RewardFunction, trl_component_functions, trl_reward_functions
+from tasks.backends import UNSLOTH, load_policy, longest_sequence, machine_backend
 from tasks.caching import ContentKey
 from tasks.checkpoints import RunCheckpoints
 from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
-from tasks.model import load_model_and_tokenizer
 from tasks.prep.build import data_database
 from tasks.stopping import Preempted, StopRules
 from tasks.store import ArtifactStore
@@ -35,9 +35,13 @@ def run_key(
     data: PreparedData,
     base: BaseModelArtifact,
     seed: int,
+    backend: str,
 ) -> str:
-    """Names one training run: same recipe, data, base model and seed -> same key."""
+    """Names one training run: same recipe, data, base model, seed and backend -> same key.
+    The backend is the resolved one: Unsloth's kernels and PEFT's differ numerically, so a run
+    never resumes from the other's checkpoints."""
     identity = {
+        "backend": backend,
         "training": training.model_dump(mode="json"),
         "lora": lora.model_dump(mode="json"),
         "data": data.fingerprint,
@@ -113,24 +117,27 @@ def train_seed(
     seed: int,
     store: ArtifactStore,
 ) -> Adapter:
+    backend = machine_backend(training.backend)
+    key = run_key(training, lora, data, base, seed, backend)
+    folder = f"runs/{key}"
+    all_rows = store.read_jsonl(data.train)
+    train_rows, heldout_rows = split_heldout(all_rows, training.heldout_prompts)
+    max_seq_length = (
+        longest_sequence(
+            base, store, [r["prompt"] for r in all_rows], training.max_completion_length
+        )
+        if backend == UNSLOTH
+        else 0  # PEFT needs no length fixed in advance
+    )
+    # Loaded before anything imports trl: Unsloth patches it on import.
+    policy = load_policy(backend, base, lora, seed, max_seq_length, store)
+
     from datasets import Dataset
-    from peft import LoraConfig as PeftLoraConfig
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
 
     from tasks import callbacks
 
-    key = run_key(training, lora, data, base, seed)
-    folder = f"runs/{key}"
-    model, tokenizer = load_model_and_tokenizer(base, store)
-    train_rows, heldout_rows = split_heldout(store.read_jsonl(data.train), training.heldout_prompts)
-    peft_config = PeftLoraConfig(
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=lora.target_modules,
-        task_type="CAUSAL_LM",
-    )
     functions = reward_functions(training, str(data_database(data, store)))
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
     sigterm = callbacks.CheckpointOnSigterm()
@@ -151,13 +158,13 @@ def train_seed(
         if training.task_weighting.enabled:
             stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
         trainer = trainer_class(
-            model=model,
+            model=policy.model,
             reward_funcs=functions,
             args=grpo_config(training, seed, output_dir),
             train_dataset=Dataset.from_list(train_rows),
             eval_dataset=Dataset.from_list(heldout_rows) if heldout_rows else None,
-            processing_class=tokenizer,
-            peft_config=peft_config,
+            processing_class=policy.tokenizer,
+            peft_config=policy.peft_config,
             callbacks=[
                 *stateful,
                 callbacks.UploadCheckpoints(checkpoints),
@@ -172,9 +179,10 @@ def train_seed(
         # The default printer dumps every metric dict to stdout; LogSteps says what matters.
         trainer.remove_callback(PrinterCallback)
         log.info(
-            "training seed %d (run %s) for %d steps%s",
+            "training seed %d (run %s, %s backend) for %d steps%s",
             seed,
             key,
+            backend,
             training.max_steps,
             f", resuming at step {resume.name.split('-')[1]}" if resume else "",
         )
@@ -240,7 +248,7 @@ train_seed_task = task(
     train_seed,
     name="train-seed",
     task_run_name="train-seed-{seed}",
-    cache_policy=ContentKey(modules=("tasks.train", "tasks.model", "rewards")),
+    cache_policy=ContentKey(modules=("tasks.train", "tasks.backends", "tasks.model", "rewards")),
     persist_result=True,
     retries=1,
     retry_delay_seconds=10,

@@ -4,10 +4,17 @@ from pathlib import Path
 
 import pytest
 
-from configs.recipe import CONFIG_DIR, ModelConfig, load_recipe
-from tasks.model import build_tiny_model, prepare_base_model
+from configs.recipe import CONFIG_DIR, LoraConfig, ModelConfig, load_recipe
+from tasks.model import (
+    QuantizationError,
+    build_tiny_model,
+    load_model_and_tokenizer,
+    prepare_base_model,
+)
+from tasks.store import ArtifactStore
+from tasks.train import train_seed
 
-from .conftest import SMALLEST_QWEN2
+from .conftest import SMALLEST_QWEN2, small_training_inputs
 
 TEXTS = ["O produto chegou com defeito e atrasado.", "Recomendo a loja, entrega rápida!"] * 50
 
@@ -30,10 +37,20 @@ def test_tiny_model_is_deterministic_and_speaks_chatml(tmp_path: Path) -> None:
     assert tokenizer.eos_token == "<|im_end|>"
 
 
-def test_a_4bit_recipe_is_refused_loudly_not_trained_in_full_precision() -> None:
-    recipe = load_recipe(CONFIG_DIR / "l4_v42.yaml")
-    with pytest.raises(NotImplementedError, match="load_in_4bit"):
-        prepare_base_model(recipe.model, None, None)  # type: ignore[arg-type]
+def test_a_4bit_model_is_refused_loudly_on_cpu_not_run_in_full_precision(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    nf4 = prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2, load_in_4bit=True), data, store)
+    assert nf4.load_in_4bit and nf4.location == base.location  # same files...
+    assert nf4.fingerprint != base.fingerprint  # ...but another starting point for training
+    with pytest.raises(
+        QuantizationError, match=r"model\.load_in_4bit: NF4 4-bit weights need a CUDA"
+    ):
+        load_model_and_tokenizer(nf4, store)
+    training = load_recipe(CONFIG_DIR / "l4_v42.yaml").training.model_copy(update={"max_steps": 1})
+    with pytest.raises(QuantizationError):
+        train_seed(training, LoraConfig(), data, nf4, seed=1, store=store)
+    assert not store.exists("runs")  # refused before anything was written
 
 
 def test_pretrained_local_folder_is_fingerprinted_by_content(tmp_path: Path) -> None:

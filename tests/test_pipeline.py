@@ -178,7 +178,9 @@ def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
     assert {row["task"] for row in table} == {*TASKS, "overall"}
     assert store.uri(state.result().report_json) in by_key["tucano-report"][0].data
     plot = state.result().plots[0]
-    assert by_key["tucano-plot-base-vs-tuned"][0].data == f"[base vs tuned](file://{store.uri(plot)})"
+    assert (
+        by_key["tucano-plot-base-vs-tuned"][0].data == f"[base vs tuned](file://{store.uri(plot)})"
+    )
     audit = json.loads(by_key["tucano-reward-audit"][0].data)
     assert {row["check"] for row in audit} >= set(TASKS)
 

@@ -1,0 +1,84 @@
+"""Which backend loads the policy, and what each needs: chosen from the machine, never silently
+swapped for a request it cannot honour."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from configs.recipe import LoraConfig, TrainingConfig
+from tasks.backends import (
+    PEFT,
+    UNSLOTH,
+    BackendError,
+    load_policy,
+    longest_sequence,
+    machine_backend,
+    resolve_backend,
+)
+from tasks.store import ArtifactStore
+from tasks.train import run_key
+
+from .conftest import small_training_inputs
+
+
+@pytest.mark.parametrize(
+    ("requested", "cuda", "unsloth", "expected"),
+    [
+        ("auto", True, True, UNSLOTH),
+        ("auto", True, False, PEFT),
+        ("auto", False, True, PEFT),
+        ("auto", False, False, PEFT),
+        ("peft", True, True, PEFT),
+        ("peft", False, False, PEFT),
+        ("unsloth", True, True, UNSLOTH),
+    ],
+)
+def test_backend_follows_the_machine(requested, cuda, unsloth, expected) -> None:
+    assert resolve_backend(requested, cuda, unsloth) == expected
+
+
+@pytest.mark.parametrize(
+    ("cuda", "unsloth", "missing"),
+    [
+        (False, True, "a CUDA GPU"),
+        (True, False, "the unsloth package"),
+        (False, False, "a CUDA GPU"),
+    ],
+)
+def test_asking_for_unsloth_where_it_cannot_run_is_an_error(cuda, unsloth, missing) -> None:
+    with pytest.raises(BackendError, match=f"training\\.backend: unsloth needs {missing}"):
+        resolve_backend("unsloth", cuda, unsloth)
+
+
+def test_this_cpu_machine_trains_with_peft() -> None:
+    assert machine_backend("auto") == PEFT
+    with pytest.raises(BackendError):
+        machine_backend("unsloth")
+
+
+def test_peft_policy_is_the_base_model_plus_the_recipes_lora(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    _, base = small_training_inputs(store)
+    policy = load_policy(PEFT, base, LoraConfig(r=4, alpha=8), 1, 0, store)
+    assert policy.model.config.model_type == "qwen2"
+    assert not hasattr(policy.model, "peft_config")  # GRPOTrainer adds the adapter
+    assert (policy.peft_config.r, policy.peft_config.lora_alpha) == (4, 8)
+    assert policy.peft_config.target_modules == "all-linear"
+
+
+def test_unsloth_sequence_budget_is_the_longest_prompt_plus_the_completion(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    prompts = [row["prompt"] for row in store.read_jsonl(data.train)]
+    budget = longest_sequence(base, store, prompts, completion=100)
+    longer = [*prompts, [{"role": "user", "content": "palavra " * 2000}]]
+    assert 100 < budget < longest_sequence(base, store, longer, completion=100)
+
+
+def test_the_backend_is_part_of_the_run_key(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    keys = {run_key(TrainingConfig(), LoraConfig(), data, base, 1, b) for b in (PEFT, UNSLOTH)}
+    assert len(keys) == 2  # neither resumes from the other's checkpoints
