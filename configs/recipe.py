@@ -193,6 +193,15 @@ class CompareConfig(_Strict):
     )
 
 
+class RetrainingConfig(_Strict):
+    promote_on: list[Task | Literal["overall"]] = Field(
+        default_factory=lambda: ["overall"],
+        min_length=1,
+        description="Where a challenger must be significantly better than the champion (Holm, "
+        "one-sided Wilcoxon) to replace it; it must also be significantly worse on no task.",
+    )
+
+
 class Recipe(_Strict):
     name: str
     description: str = ""
@@ -203,6 +212,7 @@ class Recipe(_Strict):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     evaluation: EvalConfig = Field(default_factory=EvalConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    retraining: RetrainingConfig = Field(default_factory=RetrainingConfig)
     compare: CompareConfig = Field(default_factory=CompareConfig)
 
     @model_validator(mode="after")

@@ -9,8 +9,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +21,8 @@ from tasks.store import ArtifactStore
 os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tucano")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-RESULTS_FOLDER = ".prefect-results"
 # 128 + SIGTERM, what a shell reports for a process ended by the spot VM's notice.
 EXIT_TERMINATED = 143
-
-
-@contextmanager
-def results_in_store(store: ArtifactStore) -> Iterator[None]:
-    """Keep Prefect's persisted task results (the cache) inside the artifact store, so results and
-    the artifacts they point to live and die together."""
-    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, temporary_settings
-
-    if not store.is_local:
-        raise NotImplementedError("Prefect result storage on s3:// is not supported yet")
-    with temporary_settings(updates={PREFECT_LOCAL_STORAGE_PATH: store.path(RESULTS_FOLDER)}):
-        yield
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,6 +50,21 @@ def _parser() -> argparse.ArgumentParser:
     scoring.add_argument(
         "--database", help="SQLite copy of the Olist tables for SQL (default: the shipped data)"
     )
+    deploying = commands.add_parser(
+        "deploy",
+        help="register work pools, deployments and automations on the Prefect server "
+        "(PREFECT_API_URL); idempotent",
+    )
+    deploying.add_argument(
+        "--gpu-image", help="container image for the l4-gpu pool (with --gcp-region)"
+    )
+    deploying.add_argument("--gcp-region", help="Vertex AI region, e.g. us-central1")
+    deploying.add_argument(
+        "--zombie-after",
+        type=int,
+        default=90,
+        help="seconds without a heartbeat before a training run counts as crashed (default 90)",
+    )
     for name, help_text in (
         ("pipeline", "the whole DAG: data, audit, train every seed, eval, compare, report"),
         ("data", "step 1: prepare the prompt sets and the SQLite database"),
@@ -84,22 +85,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _flow_call(args: argparse.Namespace) -> Callable[[], Any]:
+def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], Any]:
     from flows import pipeline
+    from flows.storage import in_store
 
     paths = {"config": args.config, "artifacts": args.artifacts, "data": args.data}
     return {
-        "pipeline": lambda: pipeline.pipeline_flow(**paths),
-        "data": lambda: pipeline.data_flow(**paths),
-        "audit": lambda: pipeline.audit_flow(**paths),
-        "train": lambda: pipeline.train_flow(**paths, seed=args.seed),
-        "eval": lambda: pipeline.eval_flow(**paths),
+        "pipeline": lambda: in_store(pipeline.pipeline_flow, store)(**paths),
+        "data": lambda: in_store(pipeline.data_flow, store)(**paths),
+        "audit": lambda: in_store(pipeline.audit_flow, store)(**paths),
+        "train": lambda: in_store(pipeline.train_flow, store)(**paths, seed=args.seed),
+        "eval": lambda: in_store(pipeline.eval_flow, store)(**paths),
         "compare": lambda: (
-            pipeline.compare_evaluations_flow(
+            in_store(pipeline.compare_evaluations_flow, store)(
                 args.base_eval, args.candidate_eval, args.config, args.artifacts
             )
             if args.base_eval
-            else pipeline.compare_flow(**paths)
+            else in_store(pipeline.compare_flow, store)(**paths)
         ),
     }[args.command]
 
@@ -142,6 +144,18 @@ def score_file(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def deploy_command(args: argparse.Namespace) -> int:
+    from flows.deploy import DeployError, deploy
+
+    try:
+        names = deploy(args.gpu_image, args.gcp_region, args.zombie_after)
+    except DeployError as exc:
+        print(f"tucano deploy: {exc}", file=sys.stderr)
+        return 1
+    print("deployed: " + ", ".join(names), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -149,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--base-eval and --candidate-eval go together")
     if args.command == "score":
         return score_file(args)
+    if args.command == "deploy":
+        return deploy_command(args)
     logging.getLogger("tucano").setLevel(logging.INFO)
     try:
         load_recipe(args.config)
@@ -162,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
     store = ArtifactStore(args.artifacts)
     try:
-        with results_in_store(store):
-            result = _flow_call(args)()
+        result = _flow_call(args, store)()
     except (OlistSchemaError, AuditFailed, EvalRowsError) as exc:
         print(f"tucano {args.command}: {exc}", file=sys.stderr)
         return 1

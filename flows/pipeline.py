@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, load_recipe
+from flows.fanout import gather_adapters, start_seeds
 from tasks.audit import audit_gate_task
 from tasks.evaluate import evaluate_model_task
 from tasks.manifests import (
@@ -112,8 +114,8 @@ def _trained(
     recipe, store = _open(config, artifacts)
     prepared = _prepare(recipe, store, data)
     base = prepare_base_model_task(recipe.model, prepared, store)
-    adapters = [train_flow(config, artifacts, data, seed) for seed in recipe.seeds]
-    return recipe, store, prepared, base, adapters
+    paths = {"config": config, "artifacts": artifacts, "data": data}
+    return recipe, store, prepared, base, train_seeds(recipe, paths, None, 0)
 
 
 @flow(name="tucano-eval")
@@ -150,17 +152,55 @@ def compare_evaluations_flow(
     return report
 
 
-@flow(name="tucano-pipeline")
-def pipeline_flow(
-    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
-) -> ReportArtifact:
-    recipe, store = _open(config, artifacts)
+def train_seeds(
+    recipe: Recipe,
+    paths: dict[str, str],
+    training_deployment: str | None,
+    resume_wait_s: float,
+) -> list[Adapter]:
+    """Every seed of the recipe as its own flow run: a subflow here, or a run of the training
+    deployment (on its work pool), all started at once and all waited for."""
+    if training_deployment is None:
+        return [train_flow(**paths, seed=seed) for seed in recipe.seeds]
+    parameters = {
+        seed: {
+            "run": {
+                "recipe": paths["config"],
+                "artifacts": paths["artifacts"],
+                "data": paths["data"],
+                "seed": seed,
+            }
+        }
+        for seed in recipe.seeds
+    }
+    runs = start_seeds(training_deployment, parameters, group=str(flow_run.get_id()))
+    return gather_adapters(runs.values(), ArtifactStore(paths["artifacts"]), resume_wait_s)
+
+
+def run_pipeline(
+    paths: dict[str, str], training_deployment: str | None = None, resume_wait_s: float = 900
+) -> tuple[Recipe, ArtifactStore, PreparedData, BaseModelArtifact, list[Adapter], ReportArtifact]:
+    recipe, store = _open(paths["config"], paths["artifacts"])
     # 1. Data prep: schema-checked Olist tables -> four prompt sets, eval split, SQLite copy.
-    prepared = _prepare(recipe, store, data)
+    prepared = _prepare(recipe, store, paths["data"])
     # 2. Reward audit gate: stops the run here, before any training, if it fails.
     audit_gate_task(recipe.audit, prepared, store)
     # 3. GRPO training: one flow run per seed.
     base = prepare_base_model_task(recipe.model, prepared, store)
-    adapters = [train_flow(config, artifacts, data, seed) for seed in recipe.seeds]
+    adapters = train_seeds(recipe, paths, training_deployment, resume_wait_s)
     # 4-6. Evaluation of base and tuned models, Wilcoxon comparison, report.
-    return _report(recipe, store, prepared, base, adapters)
+    report = _report(recipe, store, prepared, base, adapters)
+    return recipe, store, prepared, base, adapters, report
+
+
+@flow(name="tucano-pipeline")
+def pipeline_flow(
+    config: str = str(DEFAULT_RECIPE),
+    artifacts: str = DEFAULT_ARTIFACTS,
+    data: str = DEFAULT_DATA,
+    training_deployment: str | None = None,
+    resume_wait_s: float = 900,
+) -> ReportArtifact:
+    paths = {"config": config, "artifacts": artifacts, "data": data}
+    # 1-6. Data, audit gate, GRPO per seed, evaluation, comparison, report.
+    return run_pipeline(paths, training_deployment, resume_wait_s)[-1]

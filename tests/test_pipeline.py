@@ -30,8 +30,8 @@ from scipy.stats import rankdata, wilcoxon
 
 import rewards
 from configs.recipe import TASKS
-from flows.cli import results_in_store
 from flows.pipeline import data_flow, pipeline_flow, train_flow
+from flows.storage import in_store
 from tasks.audit import AuditFailed
 from tasks.store import ArtifactStore
 
@@ -124,8 +124,7 @@ def first_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("pipeline")
     config = _write_recipe(root / "recipe.yaml")
     store = ArtifactStore(root / "artifacts")
-    with results_in_store(store):
-        state = pipeline_flow(config, store.root, str(SHIPPED_DATA), return_state=True)
+    state = in_store(pipeline_flow, store)(config, store.root, str(SHIPPED_DATA), return_state=True)
     return root, config, store, state
 
 
@@ -281,8 +280,9 @@ def test_every_seed_trained_real_grpo_steps_with_checkpoints_in_the_store(first_
 
 def test_second_run_with_nothing_changed_comes_from_the_cache(first_run) -> None:
     _, config, store, first = first_run
-    with results_in_store(store):
-        second = pipeline_flow(config, store.root, str(SHIPPED_DATA), return_state=True)
+    second = in_store(pipeline_flow, store)(
+        config, store.root, str(SHIPPED_DATA), return_state=True
+    )
     assert second.result() == first.result()
     states = _task_states(second)
     for prefix in (
@@ -300,8 +300,7 @@ def test_second_run_with_nothing_changed_comes_from_the_cache(first_run) -> None
 def test_changing_an_eval_setting_recomputes_only_evaluation(first_run) -> None:
     root, _, store, _ = first_run
     config = _write_recipe(root / "hotter.yaml", evaluation={"temperature": 0.7})
-    with results_in_store(store):
-        state = pipeline_flow(config, store.root, str(SHIPPED_DATA), return_state=True)
+    state = in_store(pipeline_flow, store)(config, store.root, str(SHIPPED_DATA), return_state=True)
     states = _task_states(state)
     for prefix in ("prepare-data", "reward-audit", "prepare-base-model", "train-seed"):
         assert set(_states_of(states, prefix)) == {"Cached"}, prefix
@@ -310,13 +309,13 @@ def test_changing_an_eval_setting_recomputes_only_evaluation(first_run) -> None:
 
 def test_data_cache_follows_content_not_location(first_run, olist_copy: Path) -> None:
     _, config, store, _ = first_run
-    with results_in_store(store):
-        moved = data_flow(config, store.root, str(olist_copy), return_state=True)
-        assert _states_of(_task_states(moved), "prepare-data") == ["Cached"]
-        with (olist_copy / "olist_sellers_dataset.csv").open("a", encoding="utf-8") as handle:
-            handle.write("ffffffffffffffffffffffffffffffff,01001,sao paulo,SP\n")
-        changed = data_flow(config, store.root, str(olist_copy), return_state=True)
-        assert _states_of(_task_states(changed), "prepare-data") == ["Completed"]
+    data_in_store = in_store(data_flow, store)
+    moved = data_in_store(config, store.root, str(olist_copy), return_state=True)
+    assert _states_of(_task_states(moved), "prepare-data") == ["Cached"]
+    with (olist_copy / "olist_sellers_dataset.csv").open("a", encoding="utf-8") as handle:
+        handle.write("ffffffffffffffffffffffffffffffff,01001,sao paulo,SP\n")
+    changed = data_in_store(config, store.root, str(olist_copy), return_state=True)
+    assert _states_of(_task_states(changed), "prepare-data") == ["Completed"]
 
 
 def test_a_failed_training_task_is_retried_and_resumes_from_its_checkpoint(
@@ -336,8 +335,8 @@ def test_a_failed_training_task_is_retried_and_resumes_from_its_checkpoint(
     monkeypatch.setattr(callbacks.LogSteps, "on_log", crash_once_at_step_3)
     config = _write_recipe(tmp_path / "recipe.yaml", training={"max_steps": 4, "save_steps": 2})
     store = ArtifactStore(tmp_path / "artifacts")
-    with results_in_store(store), caplog.at_level("INFO", logger="tucano.train"):
-        adapter = train_flow(config, store.root, str(SHIPPED_DATA), seed=1)
+    with caplog.at_level("INFO", logger="tucano.train"):
+        adapter = in_store(train_flow, store)(config, store.root, str(SHIPPED_DATA), seed=1)
     assert crashed == [3]
     assert "resuming at step 2" in caplog.text
     assert adapter.global_step == 4
@@ -350,6 +349,6 @@ def test_a_failing_audit_stops_the_pipeline_before_training(tmp_path: Path, monk
     )
     config = _write_recipe(tmp_path / "recipe.yaml")
     store = ArtifactStore(tmp_path / "artifacts")
-    with results_in_store(store), pytest.raises(AuditFailed, match="push: Spearman rho"):
-        pipeline_flow(config, store.root, str(SHIPPED_DATA))
+    with pytest.raises(AuditFailed, match="push: Spearman rho"):
+        in_store(pipeline_flow, store)(config, store.root, str(SHIPPED_DATA))
     assert not store.exists("runs") and not store.exists("models")

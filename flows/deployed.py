@@ -1,0 +1,167 @@
+"""The flows behind the deployments in deployments/prefect.yaml. Each takes one pydantic model
+(rendered by the Prefect UI as a validated form) and keeps its results in the artifact store.
+
+- seeded-training: one seed's GRPO; a preempted run ends Crashed so that it is resumed.
+- pipeline: the whole DAG, seeds fanned out as seeded-training runs.
+- scheduled-retraining: retrain when the data changed, promote only a better model.
+- resume-training: started by an automation when a seeded-training run crashes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_table_artifact
+from prefect.client.orchestration import get_client
+from prefect.deployments import run_deployment
+from prefect.runtime import flow_run
+from prefect.states import Crashed, State
+
+from flows.fanout import RESUME_TAG, handoff_path
+from flows.parameters import PipelineRun, RetrainingRun, TrainingRun
+from flows.pipeline import run_pipeline, train_flow
+from flows.storage import in_store
+from tasks import champion as champions
+from tasks.evaluate import evaluate_model_task
+from tasks.manifests import Adapter, ReportArtifact
+from tasks.prep.olist import fingerprint_source
+from tasks.stopping import Preempted
+from tasks.store import ArtifactStore
+
+
+@flow(name="tucano-seeded-training", flow_run_name="seed-{run.seed}-attempt-{run.attempt}")
+def seeded_training(run: TrainingRun) -> Adapter | State:
+    paths = run.paths()
+    store = ArtifactStore(paths["artifacts"])
+    # 1-3. Data (cached), audit gate, GRPO for this seed, resuming from its newest checkpoint.
+    try:
+        adapter = in_store(train_flow, store)(**paths, seed=run.seed)
+    except Preempted as exc:
+        # The machine is going away (spot notice): end Crashed, the state automatic resume
+        # answers, with the checkpoint just saved.
+        return Crashed(message=f"preempted: {exc}")
+    # 4. Hand the adapter to whoever waits for this run (the pipeline), through the store.
+    store.write_json(handoff_path(flow_run.get_id()), adapter.model_dump(mode="json"))
+    return adapter
+
+
+@flow(name="tucano-deployed-pipeline")
+def pipeline(run: PipelineRun) -> ReportArtifact:
+    store = ArtifactStore(run.paths()["artifacts"])
+    # 1-6. The DAG; step 3 starts one seeded-training run per seed and waits for all.
+    return in_store(_pipeline_steps, store)(run)
+
+
+@flow(name="tucano-pipeline-steps")
+def _pipeline_steps(run: PipelineRun) -> ReportArtifact:
+    return run_pipeline(run.paths(), run.training_deployment or None, run.resume_wait_s)[-1]
+
+
+@flow(name="tucano-scheduled-retraining")
+def scheduled_retraining(run: RetrainingRun) -> dict[str, Any]:
+    store = ArtifactStore(run.paths()["artifacts"])
+    return in_store(_retraining_steps, store)(run)
+
+
+@flow(name="tucano-retraining-steps")
+def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
+    paths = run.paths()
+    store = ArtifactStore(paths["artifacts"])
+    log = get_run_logger()
+    # 1. Has anything changed since the last successful retraining (data, or the recipe)?
+    source = fingerprint_source(paths["data"])
+    state = champions.training_state(source.fingerprint, paths["config"])
+    if store.exists(champions.LAST_TRAINED) and store.read_json(champions.LAST_TRAINED) == state:
+        decision = champions.new_decision(
+            "unchanged", "data and recipe unchanged since the last retraining", source.fingerprint
+        )
+        champions.record_decision_task(decision, store)
+        log.info("nothing changed since the last retraining: no training")
+        return decision
+    # 2-6. The whole pipeline on the new data: every seed trained, evaluated, compared to base.
+    recipe, store, prepared, base, adapters, report = run_pipeline(
+        paths, run.training_deployment or None, run.resume_wait_s
+    )
+    # 7. The challenger (best seed on held-out prompts) against the champion (the base model
+    # before any promotion), both evaluated on the new eval split.
+    challenger = champions.Champion(
+        base=base,
+        adapter=champions.best_seed(adapters),
+        promoted_at=champions.timestamp(),
+        data_fingerprint=source.fingerprint,
+        recipe=recipe.name,
+    )
+    champion = champions.read_champion(store) or challenger.model_copy(update={"adapter": None})
+    evaluations = [
+        evaluate_model_task(recipe.evaluation, prepared, model.base, model.adapter, store)
+        for model in (champion, challenger)
+    ]
+    rows = [store.read_jsonl(e.rows) for e in evaluations]
+    # 8. Promote only when significantly better where the recipe says, and worse nowhere.
+    verdict = champions.decide(rows[0], rows[1], recipe.retraining, recipe.compare.alpha)
+    if verdict["promote"]:
+        champions.promote(challenger, store)
+    decision = champions.new_decision(
+        "promoted" if verdict["promote"] else "kept champion",
+        verdict["reason"],
+        source.fingerprint,
+        champion=champion.label,
+        challenger=challenger.label,
+        report=store.uri(report.report_json),
+        **{k: v for k, v in verdict.items() if k not in ("promote", "reason")},
+    )
+    champions.record_decision_task(decision, store)
+    # 9. Remember what was trained on, so an unchanged source is not trained again.
+    store.write_json(champions.LAST_TRAINED, state)
+    return decision
+
+
+@flow(name="tucano-resume-training")
+def resume_training(flow_run_id: str) -> str:
+    """Start the next attempt of a crashed seeded-training run, with the same parameters."""
+    crashed_id = UUID(flow_run_id.removeprefix("prefect.flow-run."))
+    with get_client(sync_client=True) as client:
+        crashed = client.read_flow_run(crashed_id)
+    # 1. Only a crash is resumed: a failure (bad recipe, a bug) or a cancellation is not.
+    if crashed.state is None or not crashed.state.is_crashed():
+        return _resume_record(crashed, "not resumed: the run did not crash")
+    run = TrainingRun.model_validate(crashed.parameters["run"])
+    # 2. Bounded: after max_attempts runs, a person has to look.
+    if run.attempt >= run.max_attempts:
+        return _resume_record(crashed, f"not resumed: {run.attempt} of {run.max_attempts} runs")
+    # 3. The same deployment and parameters, the next attempt; the idempotency key makes a
+    # second trigger for the same crash start nothing new.
+    next_run = run_deployment(
+        crashed.deployment_id,
+        parameters={"run": run.model_copy(update={"attempt": run.attempt + 1}).model_dump()},
+        timeout=0,
+        as_subflow=False,
+        idempotency_key=f"{RESUME_TAG}{crashed.id}",
+        tags=[
+            *(tag for tag in crashed.tags if not tag.startswith(RESUME_TAG)),
+            f"{RESUME_TAG}{crashed.id}",
+        ],
+    )
+    return _resume_record(
+        crashed, f"resumed as {next_run.name} ({next_run.id}), attempt {run.attempt + 1}"
+    )
+
+
+def _resume_record(crashed: Any, outcome: str) -> str:
+    create_table_artifact(
+        key="tucano-resume",
+        table=[
+            {
+                "crashed_run": str(crashed.id),
+                "name": crashed.name,
+                "state": crashed.state.name if crashed.state else None,
+                "message": crashed.state.message if crashed.state else None,
+                "outcome": outcome,
+            }
+        ],
+        description="Automatic resume of a crashed training run.",
+    )
+    get_run_logger().info("%s: %s", crashed.name, outcome)
+    return outcome

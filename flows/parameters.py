@@ -1,0 +1,91 @@
+"""What a person fills in to start a deployed run: pydantic models whose descriptions and limits
+the Prefect UI shows as a validated form. Relative paths are read from the project folder the
+worker runs the flow in (where `prefect.yaml` pulls the code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MAX_SEED = 2**32 - 1  # numpy's and torch's seed range
+
+
+def project_path(value: str) -> str:
+    """An absolute path or URI as given; a relative one inside the project folder."""
+    if "://" in value or Path(value).is_absolute():
+        return value
+    return str(REPO_ROOT / value)
+
+
+class RunInputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: str = Field(
+        "configs/cpu_tiny.yaml",
+        min_length=1,
+        description="Recipe YAML: a file under configs/ (e.g. configs/l4_v42.yaml on the GPU "
+        "pool) or an absolute path on the worker.",
+    )
+    data: str = Field(
+        "data/olist",
+        min_length=1,
+        description="Folder with the Olist CSV files: a project folder, an absolute path or "
+        "s3://bucket/prefix.",
+    )
+    artifacts: str = Field(
+        "artifacts",
+        min_length=1,
+        description="Artifact store shared by every worker: a folder or s3://bucket/prefix. "
+        "Datasets, checkpoints, adapters, reports and Prefect results go there; S3 credentials "
+        "come from the worker's environment.",
+    )
+
+    def paths(self) -> dict[str, str]:
+        """The `config`, `artifacts`, `data` arguments every flow in flows/pipeline.py takes."""
+        return {
+            "config": project_path(self.recipe),
+            "artifacts": project_path(self.artifacts),
+            "data": project_path(self.data),
+        }
+
+
+class TrainingRun(RunInputs):
+    """One seed's GRPO training."""
+
+    seed: int = Field(
+        42,
+        ge=0,
+        le=MAX_SEED,
+        description="Random seed of this run: data order, LoRA initialisation, sampling.",
+    )
+    attempt: int = Field(
+        1, ge=1, description="Which attempt this is; automatic resume raises it after a crash."
+    )
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description="Most runs of this training after crashes (this one included); each resumes "
+        "from the last complete checkpoint.",
+    )
+
+
+class PipelineRun(RunInputs):
+    """The whole DAG, every seed of the recipe as its own seeded-training run."""
+
+    training_deployment: str | None = Field(
+        "tucano-seeded-training/seeded-training",
+        description="The deployment (flow/deployment) each seed runs on, e.g. the GPU pool's; "
+        "empty trains every seed inside this flow run instead.",
+    )
+    resume_wait_s: float = Field(
+        900,
+        ge=0,
+        description="Seconds to wait for automatic resume to replace a crashed seed's run.",
+    )
+
+
+class RetrainingRun(PipelineRun):
+    """Scheduled retraining: train on changed data, promote only a significantly better model."""
