@@ -1,0 +1,12 @@
+"""Prefect flows. Importing this package sets up the "tucano" loggers for every entry point: the
+`tucano` command and the flow-run processes a worker starts (whose pools set the same variables,
+since there Prefect has configured logging before any flow module is imported)."""
+
+import logging
+import os
+
+# Prefect attaches its console and API handlers to these loggers only if told before it
+# configures logging.
+os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tucano")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+logging.getLogger("tucano").setLevel(logging.INFO)

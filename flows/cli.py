@@ -7,7 +7,6 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,11 +14,6 @@ from typing import Any
 
 from configs.recipe import DEFAULT_RECIPE, RecipeError, load_recipe
 from tasks.store import ArtifactStore
-
-# Our modules log under "tucano"; Prefect attaches its console and API handlers to these loggers
-# only if told before it configures logging.
-os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tucano")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # 128 + SIGTERM, what a shell reports for a process ended by the spot VM's notice.
 EXIT_TERMINATED = 143
@@ -165,7 +159,6 @@ def main(argv: list[str] | None = None) -> int:
         return score_file(args)
     if args.command == "deploy":
         return deploy_command(args)
-    logging.getLogger("tucano").setLevel(logging.INFO)
     try:
         load_recipe(args.config)
     except RecipeError as exc:

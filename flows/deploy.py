@@ -112,6 +112,7 @@ def deploy(
         ensure_pool(pool)
     env = {
         **os.environ,
+        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
         "TUCANO_PROJECT_DIR": str(REPO_ROOT),
         "TUCANO_IMAGE": gpu_image or "",
         "TUCANO_GCP_REGION": gcp_region or "",

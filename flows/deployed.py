@@ -144,9 +144,7 @@ def resume_training(flow_run_id: str) -> str:
             f"{RESUME_TAG}{crashed.id}",
         ],
     )
-    return _resume_record(
-        crashed, f"resumed as {next_run.name} ({next_run.id}), attempt {run.attempt + 1}"
-    )
+    return _resume_record(crashed, f"resumed as flow run {next_run.id}, attempt {run.attempt + 1}")
 
 
 def _resume_record(crashed: Any, outcome: str) -> str:

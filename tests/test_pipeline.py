@@ -23,7 +23,6 @@ from prefect.client.schemas.filters import (
     FlowRunFilter,
     FlowRunFilterId,
     FlowRunFilterParentFlowRunId,
-    TaskRunFilter,
 )
 from prefect.client.schemas.sorting import ArtifactSort, FlowRunSort, TaskRunSort
 from scipy.stats import rankdata, wilcoxon
@@ -159,9 +158,6 @@ def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
                     key=ArtifactFilterKey(any_=[key]),
                     flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id]),
                 ),
-                # prefect 3.8.8's sync client sends None for these, which its server rejects
-                flow_run_filter=FlowRunFilter(),
-                task_run_filter=TaskRunFilter(),
                 sort=ArtifactSort.ID_DESC,
                 limit=5,
                 offset=0,

@@ -1,0 +1,218 @@
+"""Deployments on a real `prefect server start` (SQLite, loopback) with a real process worker:
+registered by `tucano deploy`, triggered through the API, killed mid-training and resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+import yaml
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    LogFilter,
+    LogFilterFlowRunId,
+)
+from prefect.client.schemas.sorting import ArtifactSort, FlowRunSort, LogSort
+from prefect.deployments import run_deployment
+from prefect.settings import PREFECT_API_URL, temporary_settings
+
+from flows.deploy import GPU_DEPLOYMENTS, LOCAL_DEPLOYMENTS, ZOMBIE_AUTOMATION, deploy
+from flows.fanout import RESUME_TAG, handoff_path, successor
+from tasks.store import ArtifactStore
+
+from .conftest import SHIPPED_DATA
+from .servers import flow_run_pid, start_prefect_server, wait_for
+from .test_pipeline import SMALL_RECIPE
+
+pytestmark = pytest.mark.slow
+
+SEEDED = "tucano-seeded-training/seeded-training-local"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("prefect-server")
+    running = start_prefect_server(root)
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: running.url}):
+            deploy()
+            running.start_worker("local")
+            yield running
+    finally:
+        running.stop()
+
+
+def _recipe(path: Path, **training) -> str:
+    recipe = json.loads(json.dumps(SMALL_RECIPE))
+    recipe["seeds"] = [3]
+    recipe["training"].update(training)
+    path.write_text(yaml.safe_dump(recipe))
+    return str(path)
+
+
+def _run_parameters(recipe: str, artifacts: Path, seed: int, **extra) -> dict:
+    return {
+        "run": {
+            "recipe": recipe,
+            "artifacts": str(artifacts),
+            "data": str(SHIPPED_DATA),
+            "seed": seed,
+            **extra,
+        }
+    }
+
+
+def _read(flow_run_id: UUID):
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(flow_run_id)
+
+
+def _final(flow_run_id: UUID, timeout: float = 300):
+    return wait_for(
+        lambda: (run := _read(flow_run_id)).state.is_final() and run,
+        timeout,
+        f"flow run {flow_run_id} to finish",
+    )
+
+
+def _logs(flow_run_ids: list[UUID]) -> str:
+    with get_client(sync_client=True) as client:
+        logs = client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=flow_run_ids)),
+            sort=LogSort.TIMESTAMP_ASC,
+            limit=200,
+            offset=0,
+        )
+    return "\n".join(log.message for log in logs)
+
+
+def _subflow_ids(parent: UUID) -> list[UUID]:
+    from prefect.client.schemas.filters import FlowRunFilterParentFlowRunId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent])
+            ),
+            sort=FlowRunSort.ID_DESC,
+            limit=20,
+        )
+    return [run.id for run in runs]
+
+
+def _resume_outcomes() -> list[dict]:
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["tucano-resume"])),
+            sort=ArtifactSort.ID_DESC,
+            limit=50,
+            offset=0,
+        )
+    return [row for artifact in artifacts for row in json.loads(artifact.data)]
+
+
+def _kill_after_checkpoint(run_id: UUID, artifacts: Path, step: int) -> None:
+    """SIGKILL the flow-run process once checkpoint `step` is complete in the store."""
+    marker = f"checkpoints/checkpoint-{step}/_COMPLETE"
+    wait_for(
+        lambda: list(artifacts.glob(f"runs/*/{marker}")), 300, f"{marker} of run {run_id}", 0.2
+    )
+    os.kill(wait_for(lambda: flow_run_pid(run_id), 10, "the flow-run process"), signal.SIGKILL)
+
+
+def test_deploy_registers_everything_idempotently(server) -> None:
+    with get_client(sync_client=True) as client:
+        before = {d.name: d.id for d in client.read_deployments()}
+        assert set(before) == set(LOCAL_DEPLOYMENTS)
+        assert deploy(gpu_image="gcr.io/acme/tucano:1", gcp_region="southamerica-east1")
+        after = {d.name: d.id for d in client.read_deployments()}
+        assert set(after) == {*LOCAL_DEPLOYMENTS, *GPU_DEPLOYMENTS}
+        assert {name: after[name] for name in before} == before  # updated in place
+        gpu_pool = client.read_work_pool("l4-gpu")
+        assert gpu_pool.type == "vertex-ai"
+        defaults = {
+            name: spec.get("default")
+            for name, spec in gpu_pool.base_job_template["variables"]["properties"].items()
+        }
+        assert defaults["machine_type"] == "g2-standard-8"
+        assert (defaults["accelerator_type"], defaults["accelerator_count"]) == ("NVIDIA_L4", 1)
+        assert defaults["scheduling"] == {"strategy": "SPOT"}
+        training = client.read_deployment_by_name("tucano-seeded-training/seeded-training")
+        assert training.job_variables["image"] == "gcr.io/acme/tucano:1"
+        assert (
+            training.parameter_openapi_schema["definitions"]["TrainingRun"]["properties"]["seed"][
+                "maximum"
+            ]
+            == 2**32 - 1
+        )
+        retraining = client.read_deployment_by_name(
+            "tucano-scheduled-retraining/scheduled-retraining-local"
+        )
+        cron = retraining.schedules[0].schedule
+        assert (cron.cron, cron.timezone) == ("0 3 * * 1", "America/Sao_Paulo")
+        automations = client.read_automations_by_name(ZOMBIE_AUTOMATION)
+        assert len(automations) == 1
+        assert automations[0].trigger.posture == "Proactive"
+
+
+def test_a_seeded_run_started_through_the_api_completes_with_that_seed(server, tmp_path) -> None:
+    recipe = _recipe(tmp_path / "recipe.yaml", max_steps=2, save_steps=2)
+    run = run_deployment(
+        SEEDED, parameters=_run_parameters(recipe, tmp_path / "store", 11), timeout=0
+    )
+    done = _final(run.id)
+    assert done.state.is_completed(), done.state.message
+    assert done.name == "seed-11-attempt-1"
+    adapter = ArtifactStore(tmp_path / "store").read_json(handoff_path(run.id))
+    assert (adapter["seed"], adapter["global_step"]) == (11, 2)
+
+
+def test_a_killed_training_run_is_resumed_from_its_last_checkpoint(server, tmp_path) -> None:
+    recipe = _recipe(tmp_path / "recipe.yaml", max_steps=16, save_steps=2, eval_steps=4)
+    store = tmp_path / "store"
+    run = run_deployment(SEEDED, parameters=_run_parameters(recipe, store, 5), timeout=0)
+    _kill_after_checkpoint(run.id, store, step=4)
+    crashed = _final(run.id, timeout=60)
+    assert crashed.state.is_crashed()
+    resumed = wait_for(lambda: successor(run.id), 120, "the resumed run")
+    assert f"{RESUME_TAG}{run.id}" in resumed.tags
+    done = _final(resumed.id)
+    assert done.state.is_completed(), done.state.message
+    assert done.name == "seed-5-attempt-2"
+    adapter = ArtifactStore(store).read_json(handoff_path(resumed.id))
+    assert adapter["global_step"] == 16
+    logs = _logs([resumed.id, *_subflow_ids(resumed.id)])
+    resumed_at = int(logs.split("resuming at step ")[1].split()[0].rstrip(","))
+    assert resumed_at >= 4  # from the last complete checkpoint, not from scratch
+    outcomes = _resume_outcomes()
+    assert any(
+        row["outcome"] == f"resumed as flow run {resumed.id}, attempt 2" for row in outcomes
+    ), outcomes
+
+
+def test_the_attempt_limit_holds(server, tmp_path) -> None:
+    recipe = _recipe(tmp_path / "recipe.yaml", max_steps=16, save_steps=2)
+    store = tmp_path / "store"
+    parameters = _run_parameters(recipe, store, 6, max_attempts=1)
+    run = run_deployment(SEEDED, parameters=parameters, timeout=0)
+    _kill_after_checkpoint(run.id, store, step=2)
+    assert _final(run.id, timeout=60).state.is_crashed()
+    wait_for(
+        lambda: any(
+            row["crashed_run"] == str(run.id) and row["outcome"] == "not resumed: 1 of 1 runs"
+            for row in _resume_outcomes()
+        ),
+        120,
+        "the resume decision",
+    )
+    assert successor(run.id) is None
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(deployment_filter=None, limit=200)
+    assert [r.id for r in runs if r.parameters.get("run", {}).get("seed") == 6] == [run.id]
