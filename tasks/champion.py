@@ -15,9 +15,9 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, ConfigDict
 
-from configs.recipe import TASKS, RetrainingConfig, load_recipe
+from configs.recipe import RetrainingConfig, load_recipe
 from tasks.manifests import Adapter, BaseModelArtifact
-from tasks.stats import OVERALL, compare_rows
+from tasks.stats import compare_rows
 from tasks.store import ArtifactStore
 
 CURRENT = "champion/current.json"
@@ -92,8 +92,9 @@ def decide(
     alpha: float,
 ) -> dict[str, Any]:
     results = compare_rows(champion_rows, challenger_rows, alpha)
-    better = [t for t in config.promote_on if results[t]["significant_holm"]]
-    worse = [t for t in (*TASKS, OVERALL) if results[t]["significantly_worse_holm"]]
+    # A task with no eval prompts cannot be shown better.
+    better = [t for t in config.promote_on if t in results and results[t]["significant_holm"]]
+    worse = [t for t, r in results.items() if r["significantly_worse_holm"]]
     missing = [t for t in config.promote_on if t not in better]
     if missing:
         reason = f"not significantly better on {', '.join(missing)}"
