@@ -76,9 +76,10 @@ class PipelineRun(RunInputs):
     """The whole DAG, every seed of the recipe as its own seeded-training run."""
 
     training_deployment: str | None = Field(
-        "tucano-seeded-training/seeded-training",
-        description="The deployment (flow/deployment) each seed runs on, e.g. the GPU pool's; "
-        "empty trains every seed inside this flow run instead.",
+        None,
+        description="The deployment (flow/deployment) each seed runs on as its own flow run, "
+        "e.g. tucano-seeded-training/seeded-training on the GPU pool; empty trains every seed "
+        "inside this flow run instead.",
     )
     resume_wait_s: float = Field(
         900,

@@ -16,6 +16,7 @@ from prefect.client.schemas.filters import (
     ArtifactFilter,
     ArtifactFilterKey,
     FlowRunFilter,
+    FlowRunFilterTags,
     LogFilter,
     LogFilterFlowRunId,
 )
@@ -216,3 +217,31 @@ def test_the_attempt_limit_holds(server, tmp_path) -> None:
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(deployment_filter=None, limit=200)
     assert [r.id for r in runs if r.parameters.get("run", {}).get("seed") == 6] == [run.id]
+
+
+def test_the_pipeline_fans_seeds_out_as_seeded_training_runs(server, tmp_path) -> None:
+    recipe = _recipe(tmp_path / "recipe.yaml", max_steps=2, save_steps=2)
+    text = yaml.safe_load(Path(recipe).read_text())
+    Path(recipe).write_text(yaml.safe_dump({**text, "seeds": [21, 22]}))
+    store = tmp_path / "store"
+    parameters = _run_parameters(recipe, store, 0)
+    del parameters["run"]["seed"]
+    parameters["run"]["training_deployment"] = SEEDED
+    run = run_deployment(
+        "tucano-deployed-pipeline/pipeline-local", parameters=parameters, timeout=0
+    )
+    done = _final(run.id, timeout=500)
+    assert done.state.is_completed(), done.state.message
+    with get_client(sync_client=True) as client:
+        seeds = {
+            seed: client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"seed:{seed}"])),
+                limit=5,
+            )
+            for seed in (21, 22)
+        }
+    for seed, runs in seeds.items():
+        assert [(r.name, r.state.name) for r in runs] == [(f"seed-{seed}-attempt-1", "Completed")]
+    reports = list(store.glob("reports/*/report.json"))
+    assert len(reports) == 1
+    assert json.loads(reports[0].read_text())["seeds"] == [21, 22]
