@@ -6,6 +6,8 @@ STAMP   := $(VENV)/.installed
 # `make TORCH_SPEC=torch` lets pip choose.
 TORCH_SPEC ?= torch==2.13.0
 ARGS ?=
+# Debian's Chromium, for the test that opens the Prefect UI's run form (headless).
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: pipeline test lint format clean
 
@@ -16,10 +18,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+$(CHROMIUM):
+	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium'
+
 pipeline: $(STAMP)
 	$(VENV)/bin/tucano pipeline $(ARGS)
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest $(ARGS)

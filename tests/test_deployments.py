@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import subprocess
 from pathlib import Path
 from uuid import UUID
 
@@ -35,6 +37,7 @@ from .test_pipeline import SMALL_RECIPE
 pytestmark = pytest.mark.slow
 
 SEEDED = "tucano-seeded-training/seeded-training-local"
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "ui"
 
 
 @pytest.fixture(scope="module")
@@ -245,3 +248,39 @@ def test_the_pipeline_fans_seeds_out_as_seeded_training_runs(server, tmp_path) -
     reports = list(store.glob("reports/*/report.json"))
     assert len(reports) == 1
     assert json.loads(reports[0].read_text())["seeds"] == [21, 22]
+
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",  # the tests run as root
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    # no calls home: this machine's network is closed and Chromium would wait on them
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,1800",
+    # the UI is a single-page app: let its scripts fetch the deployment and draw the form
+    "--virtual-time-budget=20000",
+]
+
+
+def test_the_run_form_in_the_ui_has_the_seed_field(server, tmp_path) -> None:
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is needed (make test installs it)"
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name(SEEDED)
+    page = f"{server.ui}/deployments/deployment/{deployment.id}/run"
+    browse = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(
+        [*browse, "--dump-dom", page], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert "Seed" in dom
+    assert "Random seed of this run: data order, LoRA initialisation, sampling." in dom
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    screenshot = SCREENSHOTS / "seeded-training-run-form.png"
+    subprocess.run(
+        [*browse, f"--screenshot={screenshot}", page], capture_output=True, timeout=120, check=True
+    )
+    assert screenshot.read_bytes().startswith(b"\x89PNG")
