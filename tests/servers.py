@@ -3,12 +3,14 @@ process worker."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -122,3 +124,84 @@ def flow_run_pid(flow_run_id: Any) -> int | None:
         except OSError:
             continue
     return None
+
+
+def start_moto_server(root: Path) -> tuple[subprocess.Popen, str]:
+    """moto's S3 in server mode: a real HTTP endpoint, in memory, on loopback."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=(root / "moto.log").open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            with urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2):
+                return True
+        except OSError:
+            return False
+
+    wait_for(lambda: up() or server.poll() is not None, 60, "the moto server")
+    return server, endpoint
+
+
+class DyingProxy:
+    """A TCP proxy in front of the S3 server that dies, as a server or its network would, in
+    the middle of the Nth upload whose path contains `path_part`: that request is cut off, every
+    connection is dropped and new ones are refused until `revive()`."""
+
+    def __init__(self, upstream_port: int, path_part: str, die_on_upload: int) -> None:
+        self.upstream_port = upstream_port
+        self.path_part = path_part.encode()
+        self.die_on_upload = die_on_upload
+        self.uploads_seen = 0
+        self.died = threading.Event()
+        self.port = free_port()
+        self._sockets: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.revive()
+
+    def revive(self) -> None:
+        self.died.clear()
+        self._listener = socket.create_server(("127.0.0.1", self.port), reuse_port=True)
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while not self.died.is_set():
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            self._sockets += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if from_client and data.startswith(b"PUT ") and self.path_part in data[:2048]:
+                    self.uploads_seen += 1
+                    if self.uploads_seen == self.die_on_upload:
+                        sink.sendall(data[: len(data) // 2])  # half a request, then nothing
+                        self.die()
+                        return
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            source.close()
+            sink.close()
+
+    def die(self) -> None:
+        self.died.set()
+        if self._listener is not None:
+            self._listener.close()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):  # already closed by its pump
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        self._sockets.clear()
