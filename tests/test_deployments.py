@@ -3,6 +3,7 @@ registered by `tucano deploy`, triggered through the API, killed mid-training an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -37,6 +38,9 @@ from .test_pipeline import SMALL_RECIPE
 pytestmark = pytest.mark.slow
 
 SEEDED = "tucano-seeded-training/seeded-training-local"
+# Two missed heartbeats (every 30 s, Prefect's minimum): quick enough for a test, and not so
+# tight that a busy CPU delaying one heartbeat marks a live run as lost.
+ZOMBIE_AFTER_S = 60
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "ui"
 
 
@@ -46,7 +50,7 @@ def server(tmp_path_factory):
     running = start_prefect_server(root)
     try:
         with temporary_settings(updates={PREFECT_API_URL: running.url}):
-            deploy()
+            deploy(zombie_after_s=ZOMBIE_AFTER_S)
             running.start_worker("local")
             yield running
     finally:
@@ -284,3 +288,30 @@ def test_the_run_form_in_the_ui_has_the_seed_field(server, tmp_path) -> None:
         [*browse, f"--screenshot={screenshot}", page], capture_output=True, timeout=120, check=True
     )
     assert screenshot.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_run_whose_machine_vanished_is_marked_crashed_and_resumed(server, tmp_path) -> None:
+    """Worker and flow-run process die together, as with a VM that disappears: nothing is left
+    to report the crash; the heartbeat automation marks the run Crashed, and a new worker (a new
+    machine) runs the resumed attempt."""
+    recipe = _recipe(tmp_path / "recipe.yaml", max_steps=20, save_steps=2)
+    store = tmp_path / "store"
+    run = run_deployment(SEEDED, parameters=_run_parameters(recipe, store, 9), timeout=0)
+    wait_for(
+        lambda: list(store.glob("runs/*/checkpoints/checkpoint-2/_COMPLETE")), 300, "a checkpoint"
+    )
+    flow_process = flow_run_pid(run.id)
+    worker = server.processes["worker-local"]
+    os.killpg(worker.pid, signal.SIGKILL)  # the machine goes: its worker and its flow run
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(flow_process, signal.SIGKILL)
+    worker.wait()
+    assert _read(run.id).state.is_running()  # nobody left to say otherwise
+    crashed = _final(run.id, timeout=ZOMBIE_AFTER_S + 120)
+    assert crashed.state.is_crashed()
+    assert f"no heartbeat for {ZOMBIE_AFTER_S} s" in crashed.state.message
+    server.start_worker("local")
+    resumed = wait_for(lambda: successor(run.id), 120, "the resumed run")
+    done = _final(resumed.id)
+    assert done.state.is_completed(), done.state.message
+    assert ArtifactStore(store).read_json(handoff_path(resumed.id))["global_step"] == 20
