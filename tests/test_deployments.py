@@ -139,7 +139,7 @@ def test_deploy_registers_everything_idempotently(server) -> None:
     with get_client(sync_client=True) as client:
         before = {d.name: d.id for d in client.read_deployments()}
         assert set(before) == set(LOCAL_DEPLOYMENTS)
-        assert deploy(gpu_image="gcr.io/acme/tucano:1", gcp_region="southamerica-east1")
+        assert deploy("gcr.io/acme/tucano:1", "southamerica-east1", zombie_after_s=ZOMBIE_AFTER_S)
         after = {d.name: d.id for d in client.read_deployments()}
         assert set(after) == {*LOCAL_DEPLOYMENTS, *GPU_DEPLOYMENTS}
         assert {name: after[name] for name in before} == before  # updated in place
