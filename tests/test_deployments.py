@@ -23,7 +23,7 @@ from prefect.client.schemas.filters import (
     LogFilter,
     LogFilterFlowRunId,
 )
-from prefect.client.schemas.sorting import ArtifactSort, FlowRunSort, LogSort
+from prefect.client.schemas.sorting import ArtifactSort, LogSort
 from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -33,7 +33,7 @@ from tasks.store import ArtifactStore
 
 from .conftest import SHIPPED_DATA
 from .servers import flow_run_pid, start_prefect_server, wait_for
-from .test_pipeline import SMALL_RECIPE
+from .test_pipeline import SMALL_RECIPE, subflow_ids
 
 pytestmark = pytest.mark.slow
 
@@ -99,20 +99,6 @@ def _logs(flow_run_ids: list[UUID]) -> str:
             offset=0,
         )
     return "\n".join(log.message for log in logs)
-
-
-def _subflow_ids(parent: UUID) -> list[UUID]:
-    from prefect.client.schemas.filters import FlowRunFilterParentFlowRunId
-
-    with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(
-                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent])
-            ),
-            sort=FlowRunSort.ID_DESC,
-            limit=20,
-        )
-    return [run.id for run in runs]
 
 
 def _resume_outcomes() -> list[dict]:
@@ -196,7 +182,7 @@ def test_a_killed_training_run_is_resumed_from_its_last_checkpoint(server, tmp_p
     assert done.name == "seed-5-attempt-2"
     adapter = ArtifactStore(store).read_json(handoff_path(resumed.id))
     assert adapter["global_step"] == 16
-    logs = _logs([resumed.id, *_subflow_ids(resumed.id)])
+    logs = _logs([resumed.id, *subflow_ids(resumed.id)])
     resumed_at = int(logs.split("resuming at step ")[1].split()[0].rstrip(","))
     assert resumed_at >= 4  # from the last complete checkpoint, not from scratch
     outcomes = _resume_outcomes()

@@ -96,16 +96,22 @@ def _task_states(flow_state, settle_seconds: float = 30.0) -> dict[str, list[str
         time.sleep(0.5)
 
 
-def _read_task_runs(root):
+def subflow_ids(parent) -> list:
+    """The flow runs started inside `parent` (its subflows)."""
     with get_client(sync_client=True) as client:
         children = client.read_flow_runs(
             flow_run_filter=FlowRunFilter(
-                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[root])
+                parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent])
             ),
             sort=FlowRunSort.ID_DESC,
             limit=200,
         )
-        ids = [root, *(run.id for run in children)]
+    return [run.id for run in children]
+
+
+def _read_task_runs(root):
+    ids = [root, *subflow_ids(root)]
+    with get_client(sync_client=True) as client:
         runs = client.read_task_runs(
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids)),
             sort=TaskRunSort.ID_DESC,
