@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from configs.recipe import RetrainingConfig, load_recipe
 from tasks.manifests import Adapter, BaseModelArtifact
+from tasks.report import fmt
 from tasks.stats import compare_rows
 from tasks.store import ArtifactStore
 
@@ -135,7 +136,7 @@ def record_decision(decision: dict[str, Any], store: ArtifactStore) -> str:
         for name, r in comparison.items():
             lines.append(
                 f"| {name} | {r['base_mean']:.3f} | {r['tuned_mean']:.3f} | {r['delta']:+.3f} | "
-                f"{_p(r['p_holm'])} | {_p(r['p_worse_holm'])} |"
+                f"{fmt(r['p_holm'], 4)} | {fmt(r['p_worse_holm'], 4)} |"
             )
     create_markdown_artifact(
         key="tucano-retraining-decision",
@@ -143,10 +144,6 @@ def record_decision(decision: dict[str, Any], store: ArtifactStore) -> str:
         description=f"Scheduled retraining: {decision['outcome']}.",
     )
     return path
-
-
-def _p(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"
 
 
 def new_decision(outcome: str, reason: str, data_fingerprint: str, **extra: Any) -> dict[str, Any]:

@@ -43,7 +43,8 @@ def git_commit() -> str | None:
         return None
 
 
-def _fmt(value: float | None, digits: int = 3, signed: bool = False) -> str:
+def fmt(value: float | None, digits: int = 3, signed: bool = False) -> str:
+    """A number for a report table; n/a where a statistic was not computed."""
     if value is None:
         return "n/a"
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
@@ -90,10 +91,10 @@ def _markdown_table(results: dict[str, dict[str, Any]]) -> str:
         name = f"**{task_name.upper()}**" if task_name == OVERALL else task_name
         pct = "n/a" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
         lines.append(
-            f"| {name} | {r['n']} | {_fmt(r['base_mean'])} | {_fmt(r['tuned_mean'])} | "
-            f"{_fmt(r['delta'], signed=True)} | [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] | "
-            f"{pct} | {r['effect_size']:+.2f} | {r['statistic']:.1f} | {_fmt(r['p_value'], 4)} | "
-            f"{_fmt(r['p_holm'], 4)} | {_fmt(r['p_worse_holm'], 4)} | {_change(r)} |"
+            f"| {name} | {r['n']} | {fmt(r['base_mean'])} | {fmt(r['tuned_mean'])} | "
+            f"{fmt(r['delta'], signed=True)} | [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] | "
+            f"{pct} | {r['effect_size']:+.2f} | {r['statistic']:.1f} | {fmt(r['p_value'], 4)} | "
+            f"{fmt(r['p_holm'], 4)} | {fmt(r['p_worse_holm'], 4)} | {_change(r)} |"
         )
     notes = [f"- {task}: {r['note']}" for task, r in results.items() if r.get("note")]
     return "\n".join(lines + (["", *notes] if notes else []))
