@@ -80,24 +80,27 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], Any]:
+    """The flow a subcommand runs and its arguments, with its results kept in `store`."""
     from flows import pipeline
     from flows.storage import in_store
 
-    paths = {"config": args.config, "artifacts": args.artifacts, "data": args.data}
-    return {
-        "pipeline": lambda: in_store(pipeline.pipeline_flow, store)(**paths),
-        "data": lambda: in_store(pipeline.data_flow, store)(**paths),
-        "audit": lambda: in_store(pipeline.audit_flow, store)(**paths),
-        "train": lambda: in_store(pipeline.train_flow, store)(**paths, seed=args.seed),
-        "eval": lambda: in_store(pipeline.eval_flow, store)(**paths),
-        "compare": lambda: (
-            in_store(pipeline.compare_evaluations_flow, store)(
-                args.base_eval, args.candidate_eval, args.config, args.artifacts
-            )
-            if args.base_eval
-            else in_store(pipeline.compare_flow, store)(**paths)
-        ),
-    }[args.command]
+    kwargs: dict[str, Any] = {"config": args.config, "artifacts": args.artifacts}
+    if args.command == "compare" and args.base_eval:
+        flow = pipeline.compare_evaluations_flow
+        kwargs.update(base_eval=args.base_eval, candidate_eval=args.candidate_eval)
+    else:
+        flow = {
+            "pipeline": pipeline.pipeline_flow,
+            "data": pipeline.data_flow,
+            "audit": pipeline.audit_flow,
+            "train": pipeline.train_flow,
+            "eval": pipeline.eval_flow,
+            "compare": pipeline.compare_flow,
+        }[args.command]
+        kwargs["data"] = args.data
+        if args.command == "train":
+            kwargs["seed"] = args.seed
+    return lambda: in_store(flow, store)(**kwargs)
 
 
 def _summary(store: ArtifactStore, result: Any) -> str:

@@ -81,7 +81,7 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         log.info("nothing changed since the last retraining: no training")
         return decision
     # 2-6. The whole pipeline on the new data: every seed trained, evaluated, compared to base.
-    recipe, store, prepared, base, adapters, report = run_pipeline(
+    recipe, _, prepared, base, adapters, report = run_pipeline(
         paths, run.training_deployment or None, run.resume_wait_s
     )
     # 7. The challenger (best seed on held-out prompts) against the champion (the base model
