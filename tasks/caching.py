@@ -1,16 +1,18 @@
 """Cache keys from content, not paths.
 
-A task's key hashes (a) the source of the code it runs, module by module, and (b) its inputs,
-where a manifest stands for its content fingerprint and the artifact store for nothing at all.
-So moving the data folder or the checkout changes no key, while editing one CSV or one config
-value changes exactly the keys of the tasks that read it.
+A task's key hashes (a) the code it runs: its own module and every project module that module
+imports, transitively, found by reading the import statements (also those inside functions), so
+no hand-kept list can drift; and (b) its inputs, where a manifest stands for its content
+fingerprint and the artifact store for nothing at all. Moving the data folder or the checkout
+changes no key; editing one CSV, one config value or one line of code a task runs changes exactly
+the keys of the tasks that depend on it.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,18 +36,94 @@ def cache_token(value: Any) -> Any:
     return value
 
 
-@functools.cache
-def source_digest(modules: tuple[str, ...]) -> str:
-    """Digest of the source files of the named modules (a package counts all its files)."""
+# The checkout whose packages count as "the project": modules outside it (the standard library,
+# torch, trl, ...) are pinned by the environment, not fingerprinted here.
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def module_file(name: str, root: Path) -> Path | None:
+    """The source file of a project module or package, or None for any other module."""
+    base = root.joinpath(*name.split("."))
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported_names(name: str, file: Path, tree: ast.Module) -> set[str]:
+    """Every module an import statement of `tree` may load, anywhere in the file; `from a import
+    b` counts both `a` and `a.b` (b may be a submodule), relative imports resolved."""
+    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*anchor, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _with_parents(name: str) -> list[str]:
+    """Importing a.b.c runs a/__init__.py and a/b/__init__.py too."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def _strip_docstrings(tree: ast.Module) -> ast.Module:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            body[0] = ast.Pass()
+    return tree
+
+
+def _walk_project(module: str, root: Path) -> dict[str, tuple[Path, str]]:
+    """`module` and every project module it imports, transitively: name -> (file, code). The
+    code is the syntax tree without docstrings: comments, formatting and prose change no key,
+    a changed statement, name or literal does."""
+    found: dict[str, tuple[Path, str]] = {}
+    pending = _with_parents(module)
+    while pending:
+        name = pending.pop()
+        if name in found or (file := module_file(name, root)) is None:
+            continue
+        tree = ast.parse(file.read_bytes())
+        for imported in _imported_names(name, file, tree):
+            pending.extend(_with_parents(imported))
+        found[name] = (file, ast.dump(_strip_docstrings(tree)))
+    return dict(sorted(found.items()))
+
+
+def project_modules(module: str, root: Path = PROJECT_ROOT) -> dict[str, Path]:
+    """`module` and every project module it imports, transitively, with their files."""
+    return {name: file for name, (file, _) in _walk_project(module, root).items()}
+
+
+def code_digest(module: str, root: Path = PROJECT_ROOT) -> str:
+    """Digest of the code `module` runs inside the project (itself and its transitive imports)."""
     digest = hashlib.sha256()
-    for name in modules:
-        module = importlib.import_module(name)
-        origin = Path(module.__file__ or "")
-        files = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
-        for file in files:
-            digest.update(f"{name}:{file.name}".encode())
-            digest.update(file.read_bytes())
+    for name, (_, code) in _walk_project(module, root).items():
+        digest.update(name.encode() + b"\0" + code.encode() + b"\0")
     return digest.hexdigest()
+
+
+@functools.cache
+def task_code_digest(module: str) -> str:
+    """`code_digest` of the checkout this process runs, once per module: the source cannot change
+    under a running process without it running stale code anyway."""
+    return code_digest(module, PROJECT_ROOT)
 
 
 def files_digest(paths: tuple[Path, ...]) -> str:
@@ -57,9 +135,9 @@ def files_digest(paths: tuple[Path, ...]) -> str:
 
 @dataclass
 class ContentKey(CachePolicy):
-    """Key = code of `modules` + content of `files` + content tokens of the inputs."""
+    """Key = the code the task's module runs + content of `files` (data the code reads) +
+    content tokens of the inputs."""
 
-    modules: tuple[str, ...] = field(default_factory=tuple)
     files: tuple[Path, ...] = field(default_factory=tuple)
 
     def compute_key(
@@ -71,5 +149,8 @@ class ContentKey(CachePolicy):
     ) -> str | None:
         tokens = {name: cache_token(value) for name, value in sorted(inputs.items())}
         return hash_objects(
-            task_ctx.task.name, source_digest(self.modules), files_digest(self.files), tokens
+            task_ctx.task.name,
+            task_code_digest(task_ctx.task.fn.__module__),
+            files_digest(self.files),
+            tokens,
         )

@@ -6,7 +6,11 @@ content fingerprint, so a downstream task's cache key follows content, not locat
 
 from __future__ import annotations
 
+from pathlib import Path, PurePosixPath
+
 from pydantic import BaseModel, ConfigDict
+
+from tasks.store import ArtifactStore
 
 
 class Manifest(BaseModel):
@@ -33,6 +37,10 @@ class PreparedData(Manifest):
     eval: str
     database: str
     counts: dict[str, dict[str, int]]
+
+    def local_database(self, store: ArtifactStore) -> Path:
+        """A local path to the SQLite copy (downloaded once when the store is remote)."""
+        return store.local_dir(self.folder) / PurePosixPath(self.database).name
 
 
 class AuditResult(Manifest):

@@ -177,6 +177,6 @@ def load_model_and_tokenizer(artifact: BaseModelArtifact, store: ArtifactStore) 
 prepare_base_model_task = task(
     prepare_base_model,
     name="prepare-base-model",
-    cache_policy=ContentKey(modules=("tasks.model",)),
+    cache_policy=ContentKey(),
     persist_result=True,
 )

@@ -8,6 +8,7 @@ entirely from the cache; a third run with one eval setting changed must recomput
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -28,13 +29,14 @@ from prefect.client.schemas.sorting import ArtifactSort, FlowRunSort, TaskRunSor
 from scipy.stats import rankdata, wilcoxon
 
 import rewards
-from configs.recipe import TASKS
 from flows.pipeline import data_flow, pipeline_flow, train_flow
 from flows.storage import in_store
+from rewards import TASKS
+from tasks import caching
 from tasks.audit import AuditFailed
 from tasks.store import ArtifactStore
 
-from .conftest import SHIPPED_DATA
+from .conftest import REPO_ROOT, SHIPPED_DATA
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
@@ -217,13 +219,15 @@ def _check_against_scores(entries: dict, base: dict, tuned: dict[str, float]) ->
         means = rng.choice(t - b, size=(20_000, len(ids))).mean(axis=1)
         assert entry["ci_low"] == pytest.approx(np.percentile(means, 2.5), abs=0.01)
         assert entry["ci_high"] == pytest.approx(np.percentile(means, 97.5), abs=0.01)
-        if entry["p_value"] is not None:
+        if not np.any(t != b):
+            # scipy has no p for all-zero differences (NaN); the report says "no change".
+            assert (entry["p_value"], entry["p_worse"]) == (1.0, 1.0)
+        elif entry["p_value"] is not None:
             expected = wilcoxon(t, b, alternative="greater")
             assert entry["statistic"] == pytest.approx(expected.statistic)
             assert entry["p_value"] == pytest.approx(expected.pvalue)
-            if np.any(t != b):
-                worse = wilcoxon(t, b, alternative="less")
-                assert entry["p_worse"] == pytest.approx(worse.pvalue)
+            worse = wilcoxon(t, b, alternative="less")
+            assert entry["p_worse"] == pytest.approx(worse.pvalue)
     for raw, corrected in (("p_value", "p_holm"), ("p_worse", "p_worse_holm")):
         tested = {task: entries[task][raw] for task in TASKS if entries[task][raw] is not None}
         for task, adjusted in _holm(tested).items():
@@ -296,6 +300,37 @@ def test_second_run_with_nothing_changed_comes_from_the_cache(first_run) -> None
         "report",
     ):
         assert _states_of(states, prefix), prefix
+        assert set(_states_of(states, prefix)) == {"Cached"}, prefix
+
+
+def test_editing_code_a_task_runs_recomputes_that_task_alone(
+    first_run, tmp_path: Path, monkeypatch
+) -> None:
+    """The report runs tasks.eval_summary, which the hand-kept module lists had left out: an edit
+    there must recompute the report, and nothing that does not run it."""
+    _, config, store, _ = first_run
+    project = tmp_path / "project"
+    for package in ("configs", "flows", "rewards", "tasks"):
+        shutil.copytree(REPO_ROOT / package, project / package)
+    edited = project / "tasks" / "eval_summary.py"
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n_EDITED = 1\n", encoding="utf-8")
+    monkeypatch.setattr(caching, "PROJECT_ROOT", project)
+    caching.task_code_digest.cache_clear()
+    try:
+        state = in_store(pipeline_flow, store)(
+            config, store.root, str(SHIPPED_DATA), return_state=True
+        )
+    finally:
+        caching.task_code_digest.cache_clear()
+    states = _task_states(state)
+    assert set(_states_of(states, "report")) == {"Completed"}
+    for prefix in (
+        "prepare-data",
+        "reward-audit",
+        "prepare-base-model",
+        "train-seed",
+        "evaluate-model",
+    ):
         assert set(_states_of(states, prefix)) == {"Cached"}, prefix
 
 
