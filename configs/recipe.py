@@ -14,8 +14,10 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-TASKS: tuple[str, ...] = ("extraction", "sql_qa", "insights", "push")
-Task = Literal["extraction", "sql_qa", "insights", "push"]
+from rewards import TASKS
+
+# A task name, as the rewards define them (rewards.TASKS is the one list).
+Task = Literal[TASKS]  # type: ignore[valid-type]
 
 CONFIG_DIR = Path(__file__).resolve().parent
 DEFAULT_RECIPE = CONFIG_DIR / "cpu_tiny.yaml"
@@ -40,6 +42,14 @@ class DataConfig(_Strict):
         # The seed's 65 stratified eval prompts had 15-20 per task.
         default_factory=lambda: {"extraction": 20, "sql_qa": 15, "insights": 15, "push": 15},
         description="Eval prompts per task; their sum is the eval split size.",
+    )
+    eval_share: float = Field(
+        0.1,
+        gt=0,
+        lt=1,
+        description="Share of orders, SQL questions and data-summary slices on the eval side of "
+        "the split, by a hash of each one's own key: as the data grows, nothing changes side. "
+        "Changing it moves items across the split (scheduled retraining then refuses to run).",
     )
 
     @model_validator(mode="after")

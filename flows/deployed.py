@@ -19,9 +19,10 @@ from prefect.deployments import run_deployment
 from prefect.runtime import flow_run
 from prefect.states import Crashed, State
 
+from configs.recipe import load_recipe
 from flows.fanout import RESUME_TAG, handoff_path
 from flows.parameters import PipelineRun, RetrainingRun, TrainingRun
-from flows.pipeline import run_pipeline, train_flow
+from flows.pipeline import prepare, run_pipeline, train_flow
 from flows.storage import in_store
 from tasks import champion as champions
 from tasks.evaluate import evaluate_model_task
@@ -80,11 +81,27 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         champions.record_decision_task(decision, store)
         log.info("nothing changed since the last retraining: no training")
         return decision
-    # 2-6. The whole pipeline on the new data: every seed trained, evaluated, compared to base.
+    # 2. The new eval split must hold no prompt that any champion trained on (it would be scored
+    # on its own training prompts): refused before anything trains, the reason recorded.
+    new_eval = store.read_jsonl(prepare(load_recipe(paths["config"]), store, paths["data"]).eval)
+    trained_on = champions.eval_prompts_trained_on(
+        champions.champion_history(store), new_eval, store
+    )
+    if trained_on:
+        reason = "the new eval split holds prompts a champion trained on: " + "; ".join(
+            f"{label}: {len(ids)} (e.g. {', '.join(ids[:3])})" for label, ids in trained_on.items()
+        )
+        decision = champions.new_decision(
+            "refused", reason, source.fingerprint, trained_on_eval_prompts=trained_on
+        )
+        champions.record_decision_task(decision, store)
+        log.error("retraining refused: %s", reason)
+        return decision
+    # 3-7. The whole pipeline on the new data: every seed trained, evaluated, compared to base.
     recipe, _, prepared, base, adapters, report = run_pipeline(
         paths, run.training_deployment or None, run.resume_wait_s
     )
-    # 7. The challenger (best seed on held-out prompts) against the champion (the base model
+    # 8. The challenger (best seed on held-out prompts) against the champion (the base model
     # before any promotion), both evaluated on the new eval split.
     challenger = champions.Champion(
         base=base,
@@ -92,6 +109,7 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         promoted_at=champions.timestamp(),
         data_fingerprint=source.fingerprint,
         recipe=recipe.name,
+        trained_on=prepared,
     )
     champion = champions.read_champion(store) or challenger.model_copy(update={"adapter": None})
     evaluations = [
@@ -99,7 +117,7 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         for model in (champion, challenger)
     ]
     rows = [store.read_jsonl(e.rows) for e in evaluations]
-    # 8. Promote only when significantly better where the recipe says, and worse nowhere.
+    # 9. Promote only when significantly better where the recipe says, and worse nowhere.
     verdict = champions.decide(rows[0], rows[1], recipe.retraining, recipe.compare.alpha)
     if verdict["promote"]:
         champions.promote(challenger, store)
@@ -113,7 +131,7 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         **{k: v for k, v in verdict.items() if k not in ("promote", "reason")},
     )
     champions.record_decision_task(decision, store)
-    # 9. Remember what was trained on, so an unchanged source is not trained again.
+    # 10. Remember what was trained on, so an unchanged source is not trained again.
     store.write_json(champions.LAST_TRAINED, state)
     return decision
 

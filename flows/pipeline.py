@@ -40,7 +40,7 @@ def _open(config: str, artifacts: str) -> tuple[Recipe, ArtifactStore]:
     return load_recipe(config), ArtifactStore(artifacts)
 
 
-def _prepare(recipe: Recipe, store: ArtifactStore, data: str) -> PreparedData:
+def prepare(recipe: Recipe, store: ArtifactStore, data: str) -> PreparedData:
     return prepare_data_task(fingerprint_source(data), recipe.data, store)
 
 
@@ -76,7 +76,7 @@ def data_flow(
 ) -> PreparedData:
     recipe, store = _open(config, artifacts)
     # 1. Data prep: schema-checked Olist tables -> four prompt sets, eval split, SQLite copy.
-    return _prepare(recipe, store, data)
+    return prepare(recipe, store, data)
 
 
 @flow(name="tucano-audit")
@@ -85,7 +85,7 @@ def audit_flow(
 ) -> AuditResult:
     recipe, store = _open(config, artifacts)
     # 1. Data prep (cached when unchanged): the SQL rewards run against its SQLite copy.
-    prepared = _prepare(recipe, store, data)
+    prepared = prepare(recipe, store, data)
     # 2. Reward audit gate: raises AuditFailed when the rewards disagree with the human scores.
     return audit_gate_task(recipe.audit, prepared, store)
 
@@ -99,7 +99,7 @@ def train_flow(
 ) -> Adapter:
     recipe, store = _open(config, artifacts)
     # 1. Data prep (cached when unchanged).
-    prepared = _prepare(recipe, store, data)
+    prepared = prepare(recipe, store, data)
     # 2. Reward audit gate: nothing trains on rewards that disagree with people.
     audit_gate_task(recipe.audit, prepared, store)
     # 3. GRPO training of one seed from the base model.
@@ -112,7 +112,7 @@ def _trained(
 ) -> tuple[Recipe, ArtifactStore, PreparedData, BaseModelArtifact, list[Adapter]]:
     """Steps 1-3 for every seed of the recipe: cached results when they exist."""
     recipe, store = _open(config, artifacts)
-    prepared = _prepare(recipe, store, data)
+    prepared = prepare(recipe, store, data)
     base = prepare_base_model_task(recipe.model, prepared, store)
     paths = {"config": config, "artifacts": artifacts, "data": data}
     return recipe, store, prepared, base, train_seeds(recipe, paths, None, 0)
@@ -182,7 +182,7 @@ def run_pipeline(
 ) -> tuple[Recipe, ArtifactStore, PreparedData, BaseModelArtifact, list[Adapter], ReportArtifact]:
     recipe, store = _open(paths["config"], paths["artifacts"])
     # 1. Data prep: schema-checked Olist tables -> four prompt sets, eval split, SQLite copy.
-    prepared = _prepare(recipe, store, paths["data"])
+    prepared = prepare(recipe, store, paths["data"])
     # 2. Reward audit gate: stops the run here, before any training, if it fails.
     audit_gate_task(recipe.audit, prepared, store)
     # 3. GRPO training: one flow run per seed.

@@ -13,12 +13,13 @@ from typing import Any
 
 from prefect import task
 from prefect.artifacts import create_markdown_artifact
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from configs.recipe import RetrainingConfig, load_recipe
-from tasks.manifests import Adapter, BaseModelArtifact
+from tasks.leakage import leaked_prompts
+from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.report import fmt
-from tasks.stats import compare_rows
+from tasks.stats import PairedTest, compare_rows
 from tasks.store import ArtifactStore
 
 CURRENT = "champion/current.json"
@@ -37,6 +38,8 @@ class Champion(BaseModel):
     promoted_at: str
     data_fingerprint: str
     recipe: str
+    # The prompt sets its adapter trained on: no later eval split may contain any of them.
+    trained_on: PreparedData | None = None
 
     @property
     def label(self) -> str:
@@ -78,6 +81,22 @@ def champion_history(store: ArtifactStore) -> list[Champion]:
     ]
 
 
+def eval_prompts_trained_on(
+    history: list[Champion], eval_rows: list[dict[str, Any]], store: ArtifactStore
+) -> dict[str, list[str]]:
+    """Per champion of the history, the eval prompts its adapter trained on (or the reason they
+    cannot be known). Any one makes a champion-vs-challenger comparison on them meaningless."""
+    found: dict[str, list[str]] = {}
+    for model in history:
+        if model.adapter is None:
+            continue  # a base model was trained on none of this data
+        if model.trained_on is None:
+            found[model.label] = ["(unknown: its record names no training data)"]
+        elif leaked := leaked_prompts(store.read_jsonl(model.trained_on.train), eval_rows):
+            found[model.label] = leaked
+    return found
+
+
 def best_seed(adapters: list[Adapter]) -> Adapter:
     """The challenger: the seed whose adapter scored best on the held-out train prompts."""
     return max(
@@ -94,8 +113,8 @@ def decide(
 ) -> dict[str, Any]:
     results = compare_rows(champion_rows, challenger_rows, alpha)
     # A task with no eval prompts cannot be shown better.
-    better = [t for t in config.promote_on if t in results and results[t]["significant_holm"]]
-    worse = [t for t, r in results.items() if r["significantly_worse_holm"]]
+    better = [t for t in config.promote_on if t in results and results[t].significantly_better]
+    worse = [t for t, r in results.items() if r.significantly_worse]
     missing = [t for t in config.promote_on if t not in better]
     if missing:
         reason = f"not significantly better on {', '.join(missing)}"
@@ -116,7 +135,8 @@ def decide(
 def record_decision(decision: dict[str, Any], store: ArtifactStore) -> str:
     """Every retraining decision, promotion or not, as a file and a Prefect artifact."""
     path = f"{DECISIONS}/{decision['decided_at']}.json"
-    store.write_json(path, decision)
+    # The comparison's typed results go to the file under their report.json keys.
+    store.write_json(path, TypeAdapter(dict[str, Any]).dump_python(decision))
     lines = [
         f"# Retraining decision: {decision['outcome']}",
         "",
@@ -126,7 +146,7 @@ def record_decision(decision: dict[str, Any], store: ArtifactStore) -> str:
         f"- Challenger: {decision.get('challenger') or 'n/a'}",
         f"- Record: `{store.uri(path)}`",
     ]
-    comparison = decision.get("comparison") or {}
+    comparison: dict[str, PairedTest] = decision.get("comparison") or {}
     if comparison:
         lines += [
             "",
@@ -135,8 +155,8 @@ def record_decision(decision: dict[str, Any], store: ArtifactStore) -> str:
         ]
         for name, r in comparison.items():
             lines.append(
-                f"| {name} | {r['base_mean']:.3f} | {r['tuned_mean']:.3f} | {r['delta']:+.3f} | "
-                f"{fmt(r['p_holm'], 4)} | {fmt(r['p_worse_holm'], 4)} |"
+                f"| {name} | {r.base_mean:.3f} | {r.tuned_mean:.3f} | {r.delta:+.3f} | "
+                f"{fmt(r.p_better_holm, 4)} | {fmt(r.p_worse_holm, 4)} |"
             )
     create_markdown_artifact(
         key="tucano-retraining-decision",

@@ -3,7 +3,8 @@
 import json
 from pathlib import Path
 
-from configs.recipe import TASKS, DataConfig
+from configs.recipe import DataConfig
+from rewards import TASKS
 from tasks.prep.build import prepare_data
 from tasks.prep.database import query
 from tasks.prep.olist import fingerprint_source
@@ -103,3 +104,51 @@ def test_source_fingerprint_follows_content_not_location(olist_copy: Path) -> No
         fingerprint_source(str(olist_copy)).fingerprint
         != fingerprint_source(str(SHIPPED_DATA)).fingerprint
     )
+
+
+def _olist_as_of(cutoff: str, target: Path) -> Path:
+    """The shipped tables as they stood at `cutoff`: the orders purchased before it and every
+    row that belongs to them (products, sellers and categories whole, as a catalogue is)."""
+    import pandas as pd
+
+    def read(name: str) -> pd.DataFrame:
+        return pd.read_csv(SHIPPED_DATA / name, dtype=str, keep_default_na=False)
+
+    target.mkdir()
+    orders = read("olist_orders_dataset.csv")
+    orders = orders[orders["order_purchase_timestamp"] < cutoff]
+    kept = {"order_id": set(orders["order_id"]), "customer_id": set(orders["customer_id"])}
+    for file in SHIPPED_DATA.glob("*.csv"):
+        table = read(file.name) if file.name != "olist_orders_dataset.csv" else orders
+        for key, values in kept.items():
+            if key in table.columns and file.name != "olist_products_dataset.csv":
+                table = table[table[key].isin(values)]
+        table.to_csv(target / file.name, index=False)
+    return target
+
+
+def test_growing_data_never_moves_a_train_prompt_into_eval(tmp_path: Path) -> None:
+    """Scheduled retraining preps the grown data and scores the champion on the new eval split:
+    nothing the champion trained on (order, SQL question, data summary) may be in it."""
+    config = DataConfig(train_size=600)
+
+    def prepared_splits(data: Path, store: ArtifactStore) -> tuple[list[dict], list[dict]]:
+        manifest = prepare_data(fingerprint_source(str(data)), config, store)
+        return store.read_jsonl(manifest.train), store.read_jsonl(manifest.eval)
+
+    old_train, old_eval = prepared_splits(
+        _olist_as_of("2018-02-01", tmp_path / "olist-2018-01"), ArtifactStore(tmp_path / "a")
+    )
+    new_train, new_eval = prepared_splits(SHIPPED_DATA, ArtifactStore(tmp_path / "b"))
+
+    def orders(rows: list[dict]) -> set[str]:
+        return {r["order_id"] for r in rows if r["order_id"]}
+
+    def ids(rows: list[dict]) -> set[str]:
+        return {r["prompt_id"] for r in rows}
+
+    assert len(orders(old_train)) == 300 and len(new_eval) == 65
+    assert orders(new_eval) - orders(old_eval), "the grown eval split takes in new orders"
+    assert not orders(old_train) & orders(new_eval)
+    assert not ids(old_train) & ids(new_eval)  # SQL questions and summary slices too
+    assert not orders(old_eval) & orders(new_train)  # an eval order stays eval

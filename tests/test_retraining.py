@@ -105,11 +105,24 @@ def test_retraining_promotes_only_a_better_model_and_skips_unchanged_data(
     assert third["reason"] == "not significantly better on overall"
     assert third["data_fingerprint"] != first["data_fingerprint"]
     assert champions.read_champion(store) == champion
+
+    # A new split rule (a larger eval share) moves orders the champion trained on into the eval
+    # split: scoring it there would flatter it, so nothing trains and the decision says why.
+    recipe = yaml.safe_load(Path(run.recipe).read_text())
+    recipe["data"]["eval_share"] = 0.3
+    Path(run.recipe).write_text(yaml.safe_dump(recipe))
+    fourth = scheduled_retraining(run)
+    assert fourth["outcome"] == "refused"
+    assert fourth["reason"].startswith("the new eval split holds prompts a champion trained on")
+    assert list(fourth["trained_on_eval_prompts"]) == [champion.label]
+    assert sorted(p.name for p in (Path(store.root) / "runs").iterdir()) == runs_before
+    assert champions.read_champion(store) == champion
     decisions = sorted((Path(store.root) / champions.DECISIONS).iterdir())
     assert [json.loads(p.read_text())["outcome"] for p in decisions] == [
         "promoted",
         "unchanged",
         "kept champion",
+        "refused",
     ]
 
 

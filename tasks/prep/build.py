@@ -2,7 +2,8 @@
 
 Everything is read and checked before anything is written, and the outputs are built in a
 temporary folder and put into the store as one complete folder, so a failed prep leaves nothing.
-Orders are dealt out once: an order (and so its review) lands in at most one prompt of one split.
+Orders are dealt out once: an order (and so its review) lands in at most one prompt of one split,
+and on the same side of the split in every later prep of grown data (tasks/prep/split.py).
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
-from configs.recipe import TASKS, DataConfig
+from configs.recipe import DataConfig
+from rewards import TASKS
 from tasks.caching import ContentKey
 from tasks.manifests import DataSource, PreparedData
 from tasks.prep.database import build_database
+from tasks.prep.errors import require
 from tasks.prep.extraction import extraction_prompt, has_review_text
 from tasks.prep.insights import insights_prompts
 from tasks.prep.olist import load_tables
 from tasks.prep.orders import order_view
 from tasks.prep.push import push_prompt
+from tasks.prep.split import partition
 from tasks.prep.sql_qa import sql_prompts
 from tasks.store import ArtifactStore
 
@@ -33,33 +37,32 @@ TRAIN_FILE, EVAL_FILE, DATABASE_FILE = "train.jsonl", "eval.jsonl", "olist.sqlit
 
 
 def _deal_orders(
-    orders: pd.DataFrame, train: dict[str, int], eval_: dict[str, int], rng: random.Random
+    orders: pd.DataFrame, config: DataConfig, rng: random.Random
 ) -> dict[str, pd.DataFrame]:
-    """Disjoint order sets for extraction/push x eval/train, eval first so it is always full."""
+    """Disjoint order sets for extraction/push x eval/train. An order's side comes from its id
+    alone (tasks/prep/split.py); which orders of a side are used is drawn with `rng`."""
     permutation = list(range(len(orders)))
     rng.shuffle(permutation)
     shuffled = orders.iloc[permutation]
-    with_text = shuffled[shuffled.apply(has_review_text, axis=1)]
-    n_eval, n_train = eval_["extraction"], train["extraction"]
-    if len(with_text) < n_eval + n_train:
-        raise ValueError(
-            f"the data has {len(with_text)} orders with a review comment; extraction needs "
-            f"{n_train} train + {n_eval} eval"
-        )
-    dealt = {
-        "eval_extraction": with_text.iloc[:n_eval],
-        "train_extraction": with_text.iloc[n_eval : n_eval + n_train],
-    }
-    used = set(with_text["order_id"].iloc[: n_eval + n_train])
-    rest = shuffled[~shuffled["order_id"].isin(used)]
-    n_eval, n_train = eval_["push"], train["push"]
-    if len(rest) < n_eval + n_train:
-        raise ValueError(
-            f"after extraction, {len(rest)} orders are left; "
-            f"push needs {n_train} train + {n_eval} eval"
-        )
-    dealt["eval_push"] = rest.iloc[:n_eval]
-    dealt["train_push"] = rest.iloc[n_eval : n_eval + n_train]
+    eval_orders, train_orders = (
+        shuffled[shuffled["order_id"].isin(ids)]
+        for ids in partition(shuffled["order_id"], str, config.eval_share)
+    )
+    dealt: dict[str, pd.DataFrame] = {}
+    for side, pool, counts in (
+        ("eval", eval_orders, config.eval_per_task),
+        ("train", train_orders, config.train_counts()),
+    ):
+        with_text = pool[pool.apply(has_review_text, axis=1)]
+        require(
+            len(with_text), counts["extraction"], side=side, task="extraction",
+            what="orders with a review comment",
+        )  # fmt: skip
+        extraction = with_text.iloc[: counts["extraction"]]
+        rest = pool[~pool["order_id"].isin(extraction["order_id"])]
+        require(len(rest), counts["push"], side=side, task="push", what="orders left for push")
+        dealt[f"{side}_extraction"] = extraction
+        dealt[f"{side}_push"] = rest.iloc[: counts["push"]]
     return dealt
 
 
@@ -69,24 +72,26 @@ def build_prompt_sets(
     rng = random.Random(config.prep_seed)
     train_counts, eval_counts = config.train_counts(), dict(config.eval_per_task)
     orders = order_view(tables)
-    dealt = _deal_orders(orders, train_counts, eval_counts, rng)
+    dealt = _deal_orders(orders, config, rng)
 
     def per_order(name: str, build: Any) -> list[dict[str, Any]]:
         return [build(order) for _, order in dealt[name].iterrows()]
 
-    sql = sql_prompts(database, train_counts["sql_qa"] + eval_counts["sql_qa"], rng)
+    sql_train, sql_eval = sql_prompts(
+        database, train_counts["sql_qa"], eval_counts["sql_qa"], config.eval_share, rng
+    )
     insights_train, insights_eval = insights_prompts(
-        orders, train_counts["insights"], eval_counts["insights"], rng
+        orders, train_counts["insights"], eval_counts["insights"], config.eval_share, rng
     )
     train = (
         per_order("train_extraction", extraction_prompt)
-        + sql[eval_counts["sql_qa"] :]
+        + sql_train
         + insights_train
         + per_order("train_push", lambda order: push_prompt(order, rng))
     )
     eval_ = (
         per_order("eval_extraction", extraction_prompt)
-        + sql[: eval_counts["sql_qa"]]
+        + sql_eval
         + insights_eval
         + per_order("eval_push", lambda order: push_prompt(order, rng))
     )
@@ -101,11 +106,6 @@ def _jsonl(rows: list[dict[str, Any]]) -> str:
 
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {t: sum(1 for row in rows if row["task"] == t) for t in TASKS}
-
-
-def data_database(prepared: PreparedData, store: ArtifactStore) -> Path:
-    """A local path to the prepared SQLite copy (downloaded once when the store is remote)."""
-    return store.local_dir(prepared.folder) / DATABASE_FILE
 
 
 def prepare_data(source: DataSource, config: DataConfig, store: ArtifactStore) -> PreparedData:
@@ -150,6 +150,6 @@ def prepare_data(source: DataSource, config: DataConfig, store: ArtifactStore) -
 prepare_data_task = task(
     prepare_data,
     name="prepare-data",
-    cache_policy=ContentKey(modules=("tasks.prep", "rewards.extraction")),
+    cache_policy=ContentKey(),
     persist_result=True,
 )

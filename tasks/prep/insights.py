@@ -14,7 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from tasks.prep.errors import require
 from tasks.prep.rows import brl, decimal_pt, prompt_row
+from tasks.prep.split import partition
 
 SYSTEM = (
     "Você é um consultor de estratégia de e-commerce no Brasil. A partir do resumo de dados, "
@@ -95,22 +97,22 @@ def _slices(orders: pd.DataFrame) -> Iterator[tuple[str, str | None]]:
 
 
 def insights_prompts(
-    orders: pd.DataFrame, train_count: int, eval_count: int, rng: random.Random
+    orders: pd.DataFrame, train_count: int, eval_count: int, eval_share: float, rng: random.Random
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Train and eval prompts drawn from disjoint slices, so no summary is in both splits."""
+    """Train and eval prompts drawn from disjoint slices, so no summary is in both splits; a
+    slice's side of the split is fixed by its key (tasks/prep/split.py)."""
     slices = [(key, text) for key, text in _slices(orders) if text is not None]
     rng.shuffle(slices)
-    combos = [(key, text, focus) for key, text in slices for focus in FOCUSES]
-    eval_slices = {key for key, _ in slices[: max(1, -(-eval_count // len(FOCUSES)))]}
-    eval_pool = [c for c in combos if c[0] in eval_slices]
-    train_pool = [c for c in combos if c[0] not in eval_slices]
+    eval_slices, train_slices = partition(slices, lambda item: item[0], eval_share)
+    # As few eval slices as cover the eval count, so the eval split spans distinct summaries.
+    eval_slices = eval_slices[: -(-eval_count // len(FOCUSES))]
+    eval_pool = [(key, text, focus) for key, text in eval_slices for focus in FOCUSES]
+    train_pool = [(key, text, focus) for key, text in train_slices for focus in FOCUSES]
     rng.shuffle(eval_pool)
     rng.shuffle(train_pool)
-    if len(eval_pool) < eval_count or len(train_pool) < train_count:
-        raise ValueError(
-            f"the data gives {len(slices)} summaries ({len(combos)} prompts); "
-            f"{train_count} train + {eval_count} eval insights prompts were asked for"
-        )
+    for side, pool, needed in (("eval", eval_pool, eval_count), ("train", train_pool, train_count)):
+        what = f"insights prompts ({len(FOCUSES)} per data summary)"
+        require(len(pool), needed, side=side, task="insights", what=what)
 
     def row(key: str, text: str, focus: str) -> dict[str, Any]:
         return prompt_row(

@@ -9,27 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-CONTEXT_COLUMNS: tuple[str, ...] = (
-    "order_id",
-    "review_id",
-    "review_text",
-    "review_score",
-    "gold_delivered_late",
-    "gold_category",
-    "question",
-    "gold_sql",
-    "gold_answer",
-    "data_summary",
-    "push_objective",
-)
+from rewards.context import CONTEXT_KEYS, ContextError, check_context
+
+# What a prompt is about, so that no order or review is in both splits; not read by any reward.
+SOURCE_COLUMNS: tuple[str, ...] = ("order_id", "review_id")
+CONTEXT_COLUMNS: tuple[str, ...] = SOURCE_COLUMNS + CONTEXT_KEYS
 
 
 def prompt_row(
-    *, prompt_id: str, task: str, system: str, user: str, **context: Any
+    *,
+    prompt_id: str,
+    task: str,
+    system: str,
+    user: str,
+    order_id: str | None = None,
+    review_id: str | None = None,
+    **context: Any,
 ) -> dict[str, Any]:
-    unknown = set(context) - set(CONTEXT_COLUMNS)
-    if unknown:
-        raise KeyError(f"unknown context column(s) {sorted(unknown)} for {prompt_id}")
+    try:
+        check_context(context)
+    except ContextError as exc:
+        raise ContextError(f"prompt {prompt_id}: {exc}") from None
     row: dict[str, Any] = {
         "prompt_id": prompt_id,
         "task": task,
@@ -38,7 +38,8 @@ def prompt_row(
             {"role": "user", "content": user},
         ],
     }
-    row.update({column: context.get(column) for column in CONTEXT_COLUMNS})
+    row.update(order_id=order_id, review_id=review_id)
+    row.update({column: context.get(column) for column in CONTEXT_KEYS})
     return row
 
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from tasks.prep.database import query
+from tasks.prep.errors import require
 from tasks.prep.rows import prompt_row
+from tasks.prep.split import eval_side
 
 SYSTEM = (
     "Você é um analista de dados de um marketplace brasileiro. O banco SQLite tem as tabelas "
@@ -195,22 +197,28 @@ def _bind(template: Template, space: dict[str, list[Any]], rng: random.Random) -
     return values
 
 
-def sql_prompts(database: Path, count: int, rng: random.Random) -> list[dict[str, Any]]:
-    """`count` distinct questions, templates drawn uniformly, parameters from the data."""
+def sql_prompts(
+    database: Path, train_count: int, eval_count: int, eval_share: float, rng: random.Random
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(train, eval): distinct questions, templates drawn uniformly, parameters from the data; a
+    question's side of the split is fixed by its text (tasks/prep/split.py)."""
     space = parameter_space(database)
-    rows: dict[str, dict[str, Any]] = {}
+    wanted = {"train": train_count, "eval": eval_count}
+    sides: dict[str, dict[str, dict[str, Any]]] = {"train": {}, "eval": {}}
     attempts = 0
-    while len(rows) < count:
+    while any(len(sides[side]) < wanted[side] for side in sides):
         attempts += 1
-        if attempts > count * 50:
-            raise ValueError(
-                f"only {len(rows)} distinct SQL questions with non-empty answers could be drawn "
-                f"from this data; {count} were asked for"
-            )
+        if attempts > (train_count + eval_count) * 50:
+            for name, drawn in sides.items():
+                require(
+                    len(drawn), wanted[name], side=name, task="sql_qa",
+                    what="distinct SQL questions with a non-empty answer (as drawn)",
+                )  # fmt: skip
         template = rng.choice(TEMPLATES)
         values = _bind(template, space, rng)
         question = template.question.format(**values)
-        if question in rows:
+        side = "eval" if eval_side(question, eval_share) else "train"
+        if question in sides[side] or len(sides[side]) >= wanted[side]:
             continue
         # Parameters come from the data; doubling quotes keeps a value like "d'oeste" a literal.
         gold_sql = template.sql.format(**{k: v.replace("'", "''") for k, v in values.items()})
@@ -218,7 +226,7 @@ def sql_prompts(database: Path, count: int, rng: random.Random) -> list[dict[str
         if not answer or all(cell is None for row in answer for cell in row):
             continue
         digest = hashlib.sha256(question.encode()).hexdigest()[:16]
-        rows[question] = prompt_row(
+        sides[side][question] = prompt_row(
             prompt_id=f"sql_qa-{digest}",
             task="sql_qa",
             system=SYSTEM,
@@ -227,4 +235,4 @@ def sql_prompts(database: Path, count: int, rng: random.Random) -> list[dict[str
             gold_sql=gold_sql,
             gold_answer=json.dumps(answer, ensure_ascii=False),
         )
-    return list(rows.values())
+    return list(sides["train"].values()), list(sides["eval"].values())
