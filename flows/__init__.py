@@ -9,4 +9,7 @@ import os
 # configures logging.
 os.environ.setdefault("PREFECT_LOGGING_EXTRA_LOGGERS", "tucano")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The temporary server's telemetry heartbeat races the first run for its fresh SQLite database
+# ("database is locked" tracebacks) and, offline, fails to resolve its host: noise before any work.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 logging.getLogger("tucano").setLevel(logging.INFO)

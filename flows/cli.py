@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import json
 import logging
 import sys
 from collections.abc import Callable
@@ -122,22 +120,22 @@ def _summary(store: ArtifactStore, result: Any) -> str:
 
 def score_file(args: argparse.Namespace) -> int:
     """`tucano score`: every good line scored, every bad one named; exit 1 if any was bad."""
-    from tasks.score_logs import score_lines, shipped_database
+    from tasks.score_logs import output_sink, score_lines, shipped_database
 
     database = (lambda: Path(args.database)) if args.database else functools.cache(shipped_database)
     errors = 0
-    with (
-        open(args.input, encoding="utf-8") as source,
-        open(args.output, "w", encoding="utf-8")
-        if args.output
-        else contextlib.nullcontext(sys.stdout) as sink,
-    ):
-        for _, record, error in score_lines(source, database):
-            if error:
-                errors += 1
-                print(f"tucano score: {args.input}: {error}", file=sys.stderr)
-            else:
-                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+    try:
+        # Bytes, not text: one undecodable line is one bad line, not the end of the run.
+        with open(args.input, "rb") as source, output_sink(args.output) as sink:
+            for _, line, error in score_lines(source, database):
+                if error:
+                    errors += 1
+                    print(f"tucano score: {args.input}: {error}", file=sys.stderr)
+                else:
+                    sink.write(line)
+    except OSError as exc:
+        print(f"tucano score: {exc}", file=sys.stderr)
+        return 1
     return 1 if errors else 0
 
 
@@ -151,6 +149,37 @@ def deploy_command(args: argparse.Namespace) -> int:
         return 1
     print("deployed: " + ", ".join(names), flush=True)
     return 0
+
+
+class _ExplainedByTheCommand(logging.Filter):
+    """Prefect reports a failed task and its flow four times over, tracebacks included. For an
+    error the command explains itself, the terminal shows the command's one line instead; the
+    Prefect UI (the API log handler) still gets every record."""
+
+    def __init__(self, errors: tuple[type[Exception], ...]):
+        super().__init__()
+        self.errors = errors
+        self.reasons: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(("prefect.task_runs", "prefect.flow_runs")):
+            return True
+        if record.exc_info and isinstance(record.exc_info[1], self.errors):
+            self.reasons.add(str(record.exc_info[1]))
+            return False
+        # The "Finished in state Failed(...)" lines quote the same reason, without the error.
+        message = record.getMessage()
+        return not any(reason in message for reason in self.reasons)
+
+
+@functools.cache  # one filter per process, however often `main` runs in it
+def _quiet_console(errors: tuple[type[Exception], ...]) -> None:
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    explained = _ExplainedByTheCommand(errors)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PrefectConsoleHandler):
+            handler.addFilter(explained)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,14 +197,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tucano: {exc}", file=sys.stderr)
         return 2
     from tasks.audit import AuditFailed
+    from tasks.prep.errors import DataTooSmall
     from tasks.prep.olist import OlistSchemaError
     from tasks.report import EvalRowsError
     from tasks.stopping import Preempted
 
+    explained = (OlistSchemaError, DataTooSmall, AuditFailed, EvalRowsError)
+    _quiet_console((*explained, Preempted))
     store = ArtifactStore(args.artifacts)
     try:
         result = _flow_call(args, store)()
-    except (OlistSchemaError, AuditFailed, EvalRowsError) as exc:
+    except explained as exc:
         print(f"tucano {args.command}: {exc}", file=sys.stderr)
         return 1
     except Preempted as exc:

@@ -8,37 +8,46 @@ from data/olist/ into a cache folder, or against a database the caller names.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
+import re
+import secrets
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NoReturn
 
 from rewards import SCORERS, score
 from rewards.classify import classify
+from rewards.context import ContextError, RewardContext, check_context
 from tasks.prep.database import build_database
 from tasks.prep.olist import fingerprint_source, load_tables
 
 SHIPPED_DATA = Path(__file__).resolve().parents[1] / "data" / "olist"
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tucano"
 
-# The context keys each reward reads (documented in the README), and what their values must be.
-CONTEXT_TYPES: dict[str, tuple[type, ...]] = {
-    "review_text": (str,),
-    "review_score": (int,),
-    "gold_delivered_late": (bool,),
-    "gold_category": (str,),
-    "question": (str,),
-    "gold_sql": (str,),
-    "gold_answer": (str,),
-    "data_summary": (str,),
-    "push_objective": (str,),
+# JSON's own whitespace: a line of only these is blank; any other byte makes it a line to score.
+JSON_WHITESPACE = b" \t\r\n"
+# A JSON escape such as "\ud800" decodes to a lone surrogate, which no UTF-8 can carry.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# An error message quotes the offending value; a 10 MB one would bury the report.
+MAX_MESSAGE_CHARS = 300
+# A line that is JSON but no object is told what it is in JSON's words, not Python's.
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
 }
 
 
 class BadLine(ValueError):
-    pass
+    """An input line that cannot be scored; the message says why."""
 
 
 def shipped_database(data: Path = SHIPPED_DATA, cache_dir: Path | None = None) -> Path:
@@ -55,24 +64,20 @@ def shipped_database(data: Path = SHIPPED_DATA, cache_dir: Path | None = None) -
     return path
 
 
-def _context(record: dict[str, Any]) -> dict[str, Any]:
+def _context(record: dict[str, Any]) -> RewardContext:
     context = record.get("context") or {}
     if not isinstance(context, dict):
         raise BadLine("'context' must be an object")
-    for key, value in context.items():
-        if key not in CONTEXT_TYPES:
-            raise BadLine(f"unknown context key {key!r}; known: {sorted(CONTEXT_TYPES)}")
-        types = CONTEXT_TYPES[key]
-        # True is an int to Python, and 1 is no boolean: both must be what the key says.
-        wrong_kind = (bool in types) != isinstance(value, bool)
-        if value is not None and (not isinstance(value, types) or wrong_kind):
-            raise BadLine(f"context {key!r} must be {types[0].__name__}, got {value!r}")
-    return context
+    try:
+        return check_context(context)
+    except ContextError as exc:
+        raise BadLine(str(exc)) from None
 
 
 def score_record(record: Any, database: Callable[[], Path]) -> dict[str, Any]:
     if not isinstance(record, dict):
-        raise BadLine("a line must be a JSON object")
+        kind = _JSON_KINDS.get(type(record), type(record).__name__)
+        raise BadLine(f"a line must be a JSON object, not {kind}")
     completion = record.get("completion")
     if not isinstance(completion, str):
         raise BadLine("'completion' must be a string")
@@ -81,7 +86,7 @@ def score_record(record: Any, database: Callable[[], Path]) -> dict[str, Any]:
     inferred = task is None
     if inferred:
         task = classify(completion)
-    elif task not in SCORERS:
+    elif not isinstance(task, str) or task not in SCORERS:
         raise BadLine(f"unknown task {task!r}; expected one of {list(SCORERS)}")
     db = str(database()) if task == "sql_qa" else None
     result = score(task, completion, database=db, **context)
@@ -94,14 +99,92 @@ def score_record(record: Any, database: Callable[[], Path]) -> dict[str, Any]:
     }
 
 
+def _not_json_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def parse_line(raw: bytes) -> Any:
+    """The line's JSON value, each lone surrogate replaced by U+FFFD so it can be scored and
+    written back as UTF-8; BadLine for anything that is not one UTF-8 JSON value."""
+    try:
+        text = raw.decode("utf-8")
+        value = json.loads(text, parse_constant=_not_json_constant, parse_float=_finite)
+        if "\\u" in text:
+            # Only an escape yields a surrogate; the raw text holds none, so re-reading the value
+            # written out without escapes is a faithful copy in which each one can be swapped.
+            written = json.dumps(value, ensure_ascii=False)
+            if _SURROGATE.search(written):
+                value = json.loads(_SURROGATE.sub("\ufffd", written))
+        return value
+    except UnicodeDecodeError as exc:
+        raise BadLine(f"not UTF-8: {exc.reason} (byte offset {exc.start})") from None
+    except RecursionError:
+        raise BadLine("JSON nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        # Some of json's messages end in "at", meant to be followed by the position.
+        raise BadLine(f"not JSON: {exc.msg.removesuffix(' at')} (column {exc.colno})") from None
+    except ValueError as exc:  # NaN, 1e999, an integer of more digits than Python converts
+        raise BadLine(f"not JSON: {exc}") from None
+
+
+def scored_line(raw: bytes, database: Callable[[], Path]) -> bytes:
+    """One input line scored, as the UTF-8 output line (newline included)."""
+    record = score_record(parse_line(raw), database)
+    return (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _clip(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS] + "…"
+
+
 def score_lines(
-    lines: Iterable[str], database: Callable[[], Path]
-) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
-    """(line number, scored record or None, error or None) for every non-blank line."""
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
+    lines: Iterable[bytes], database: Callable[[], Path]
+) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """(line number, output line or None, error or None) for every non-blank line."""
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip(JSON_WHITESPACE):
             continue
         try:
-            yield number, score_record(json.loads(line), database), None
-        except (BadLine, json.JSONDecodeError) as exc:
-            yield number, None, f"line {number}: {exc}"
+            # Without its line end, so an error's column is counted on this line alone.
+            line = scored_line(raw.rstrip(b"\r\n"), database)
+        except BadLine as exc:
+            yield number, None, f"line {number}: {_clip(str(exc))}"
+        except Exception as exc:
+            # A scorer's bug on one line must not cost the rest of the file its scores: the
+            # line is still named and the run still exits 1.
+            yield number, None, f"line {number}: not scored: {_clip(repr(exc))}"
+        else:
+            yield number, line, None
+
+
+@contextlib.contextmanager
+def output_sink(path: str | None) -> Iterator[BinaryIO]:
+    """Where output lines go: stdout, or `path`, which appears complete or not at all."""
+    if path is None:
+        sys.stdout.flush()
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path).resolve()
+    if target.exists() and not target.is_file():
+        # A pipe or device (/dev/stdout) can only be written to; replacing it would remove it.
+        with open(target, "wb") as sink:
+            yield sink
+        return
+    # Not mkstemp: its 0600 would stick to the output; open(x) honours the umask like any file.
+    partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial")
+    try:
+        with open(partial, "xb") as sink:
+            yield sink
+            sink.flush()
+            os.fsync(sink.fileno())
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)

@@ -1,10 +1,65 @@
 """The `tucano` command line: errors are named and exit non-zero, nothing half-done."""
 
+import itertools
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from flows.cli import main
+
+from .conftest import SHIPPED_DATA
+
+
+def _tucano(*args: str, prefect_home: Path) -> subprocess.CompletedProcess[str]:
+    """The installed command as a newcomer runs it: no Prefect settings of ours (importing
+    `flows` here set some), a Prefect home of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(prefect_home)
+    tucano = Path(sys.executable).parent / "tucano"
+    return subprocess.run(
+        [tucano, *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_a_first_run_prints_no_telemetry_noise(tmp_path: Path) -> None:
+    run = _tucano("data", "--artifacts", str(tmp_path / "a"), prefect_home=tmp_path / "prefect")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("prepared data: ")
+    # Offline, the heartbeat logs "Failed to send telemetry"; on a fresh home it also races the
+    # first run for the SQLite database ("database is locked", from send_telemetry_heartbeat).
+    assert "telemetry" not in run.stderr.lower()
+    assert "Traceback" not in run.stderr
+
+
+@pytest.fixture
+def too_little_data(tmp_path: Path) -> Path:
+    """The first 200 lines of every shipped table: enough to load, too few to prepare."""
+    folder = tmp_path / "little"
+    folder.mkdir()
+    for table in SHIPPED_DATA.glob("*.csv"):
+        with table.open(encoding="utf-8") as lines:
+            (folder / table.name).write_text("".join(itertools.islice(lines, 200)))
+    return folder
+
+
+def test_too_little_data_is_explained_once_without_a_traceback(
+    too_little_data: Path, tmp_path: Path
+) -> None:
+    artifacts = tmp_path / "a"
+    run = _tucano(
+        "data", "--data", str(too_little_data), "--artifacts", str(artifacts),
+        prefect_home=tmp_path / "prefect",
+    )  # fmt: skip
+    assert run.returncode == 1
+    output = run.stdout + run.stderr
+    (reason,) = [line for line in output.splitlines() if line.startswith("tucano data: ")]
+    assert "lower data." in reason  # it names the recipe value to change
+    assert output.count(reason.removeprefix("tucano data: ")) == 1
+    assert "Traceback" not in output
+    assert not (artifacts / "prepared").exists()
 
 
 def test_bad_recipe_exits_2_naming_the_field(tmp_path: Path, capsys) -> None:

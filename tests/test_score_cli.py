@@ -1,9 +1,16 @@
 """`tucano score`: production outputs scored by line; bad lines named, the rest still scored."""
 
+import contextlib
 import json
+import re
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tasks.score_logs
 from flows.cli import main
@@ -80,3 +87,205 @@ def test_a_named_database_is_used(prepared, logs: Path, tmp_path: Path) -> None:
     assert main([*args, "--database", store.path(manifest.database)]) == 0
     assert json.loads(out.read_text())["components"]["runs"] == pytest.approx(0.10)
     assert not (tmp_path / "cache").exists()
+
+
+# Hostile input: any line a log pipeline could emit, each drawn with what must become of it:
+# ("scored", completion, line), ("refused", None, line) or ("either", None, line).
+SURROGATES = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d"])
+TEXT = st.lists(st.characters(exclude_categories=()) | SURROGATES, max_size=40).map("".join)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+CONTEXTS = {
+    "extraction": st.fixed_dictionaries({"review_text": TEXT}),
+    "sql_qa": st.fixed_dictionaries({"question": TEXT, "gold_sql": TEXT}),
+    "insights": st.fixed_dictionaries({"data_summary": TEXT}),
+    "push": st.just({}),
+}
+
+
+@st.composite
+def records(draw) -> dict:
+    """A valid line: a known task (or none, to be inferred), a completion, the task's context,
+    and extra fields of any kind."""
+    extra_key = TEXT.filter(lambda key: key not in ("task", "context"))
+    extras = draw(st.dictionaries(extra_key, JSON_VALUES, max_size=3))
+    task = draw(st.sampled_from([None, *CONTEXTS]))
+    if task is None:
+        return {**extras, "completion": draw(TEXT)}
+    return {**extras, "task": task, "completion": draw(TEXT), "context": draw(CONTEXTS[task])}
+
+
+def _unescaped(value) -> bytes:
+    # Unescaped, a lone surrogate becomes bytes that no UTF-8 decoder accepts.
+    return json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+SCORED = records().map(lambda r: ("scored", r["completion"], json.dumps(r).encode()))
+EITHER = (records().map(_unescaped) | JSON_VALUES.map(_unescaped) | st.binary(max_size=60)).map(
+    lambda line: ("either", None, line)
+)
+# Lines no scorer may see, with the reason each is refused.
+HOSTILE = [
+    (b"3", "a line must be a JSON object, not a number"),
+    (b"[]", "a line must be a JSON object, not an array"),
+    (b"null", "a line must be a JSON object, not null"),
+    (b'{"completion": NaN}', "not JSON: NaN is not a JSON number"),
+    (b'{"completion": "x", "n": 1e999}', "not JSON: number 1e999 is out of range"),
+    (b"[" * 100_000, "JSON nested too deeply"),
+    (
+        b'{"task": "push", "completion": "\x00"}',
+        "not JSON: Invalid control character (column 33)",
+    ),
+    (b'{"completion": "\xff"}', "not UTF-8: invalid start byte (byte offset 16)"),
+    (b'{"task": ["push"], "completion": "x"}', "unknown task ['push']"),
+    (b"1" * 5_000, "not JSON: Exceeds the limit (4300 digits) for integer string conversion"),
+    (b'{"completion": "x"', "not JSON: Expecting ',' delimiter (column 19)"),
+    (b"\x0c", "not JSON: Expecting value (column 1)"),
+]
+REFUSED = st.sampled_from([line for line, _ in HOSTILE]).map(lambda line: ("refused", None, line))
+BLANK = st.sampled_from([b"", b" \t"]).map(lambda line: ("either", None, line))
+
+
+def _as_scored(text: str) -> str:
+    """`text` as the line's JSON carries it (an escaped high-low pair is one character), each
+    lone surrogate left replaced by U+FFFD."""
+    return re.sub("[\ud800-\udfff]", "\ufffd", json.loads(json.dumps(text)))
+
+
+def _reported_lines(stderr: str, source: Path) -> list[int]:
+    prefix = re.compile(rf"tucano score: {re.escape(str(source))}: line (\d+): ")
+    return [int(m.group(1)) for m in map(prefix.match, stderr.splitlines()) if m]
+
+
+def _read_jsonl(data: bytes) -> list[dict]:
+    def no_constants(name: str):
+        raise AssertionError(f"{name} in the output")
+
+    # Strict UTF-8, and split on "\n" only: str.splitlines would also split at U+2028 and co.
+    *lines, after_last = data.decode("utf-8").split("\n")
+    assert after_last == ""
+    return [json.loads(line, parse_constant=no_constants) for line in lines]
+
+
+@pytest.fixture
+def empty_database(tmp_path: Path) -> Path:
+    path = tmp_path / "empty.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE orders (order_id TEXT)")
+    return path
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    drawn=st.lists(SCORED | EITHER | REFUSED | BLANK, max_size=8),
+    crlf=st.booleans(),
+    final_newline=st.booleans(),
+)
+def test_every_line_is_scored_or_named_and_the_output_stays_utf8_jsonl(
+    drawn, crlf, final_newline, tmp_path: Path, empty_database: Path, capsys
+) -> None:
+    source, out = tmp_path / "hostile.jsonl", tmp_path / "scored.jsonl"
+    # A newline would split a drawn line in two; line ends are drawn on their own.
+    lines = [line.replace(b"\n", b" ") for _, _, line in drawn]
+    end = b"\r\n" if crlf else b"\n"
+    source.write_bytes(end.join(lines) + (end if final_newline and lines else b""))
+    capsys.readouterr()
+
+    args = ["score", "--input", str(source), "--output", str(out)]
+    code = main([*args, "--database", str(empty_database)])
+
+    errors = _reported_lines(capsys.readouterr().err, source)
+    scored = _read_jsonl(out.read_bytes())
+    nonblank = [n for n, line in enumerate(lines, start=1) if line.strip(b" \t\r\n")]
+    assert len(errors) == len(set(errors)) and set(errors) <= set(nonblank)
+    kept = [n for n in nonblank if n not in errors]
+    assert len(scored) == len(kept)
+    assert code == (1 if errors else 0)
+    assert not [n for n in errors if drawn[n - 1][0] == "scored"]
+    for number, record in zip(kept, scored, strict=True):
+        must, completion, _ = drawn[number - 1]
+        assert must != "refused", f"line {number} was scored"
+        assert 0.0 <= record["total"] <= 1.0
+        if must == "scored":
+            assert record["completion"] == _as_scored(completion)
+    assert {p.name for p in tmp_path.iterdir()} == {"empty.sqlite", source.name, out.name}
+
+
+def test_each_kind_of_hostile_line_is_named_and_the_rest_scored(tmp_path: Path, capsys) -> None:
+    long = {"task": "push", "completion": "Oi! " * 2_500_000}  # a 10 MB line
+    odd_key = b'{"\\ud800": 1, "task": "push", "completion": "ok"}'
+    lines = [json.dumps(long).encode(), *(line for line, _ in HOSTILE), odd_key]
+    source, out = tmp_path / "logs.jsonl", tmp_path / "scored.jsonl"
+    source.write_bytes(b"\r\n".join(lines))  # CRLF, and no newline after the last line
+
+    assert main(["score", "--input", str(source), "--output", str(out)]) == 1
+
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == len(HOSTILE)
+    for (_, reason), error, number in zip(HOSTILE, errors, range(2, len(lines)), strict=True):
+        assert error.startswith(f"tucano score: {source}: line {number}: {reason}")
+    first, last = _read_jsonl(out.read_bytes())
+    assert first["completion"] == long["completion"]
+    assert last["\ufffd"] == 1 and last["completion"] == "ok"
+
+
+def _failing_on_the_second_call(monkeypatch, error: BaseException) -> None:
+    real_score, calls = tasks.score_logs.score, []
+
+    def score(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise error
+        return real_score(*args, **kwargs)
+
+    monkeypatch.setattr(tasks.score_logs, "score", score)
+
+
+def test_a_scorer_failing_on_one_line_costs_only_that_line(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    source, out = tmp_path / "logs.jsonl", tmp_path / "scored.jsonl"
+    source.write_text('{"task": "push", "completion": "Oi"}\n' * 3)
+    _failing_on_the_second_call(monkeypatch, RuntimeError("scorer bug"))
+    assert main(["score", "--input", str(source), "--output", str(out)]) == 1
+    error = f"tucano score: {source}: line 2: not scored: RuntimeError('scorer bug')"
+    assert capsys.readouterr().err.splitlines() == [error]
+    assert len(_read_jsonl(out.read_bytes())) == 2
+
+
+def test_an_interrupted_run_leaves_the_previous_output_untouched(
+    tmp_path: Path, monkeypatch
+) -> None:
+    source, out = tmp_path / "logs.jsonl", tmp_path / "scored.jsonl"
+    source.write_text('{"task": "push", "completion": "Oi"}\n' * 3)
+    out.write_text("previous run\n")
+    _failing_on_the_second_call(monkeypatch, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        main(["score", "--input", str(source), "--output", str(out)])
+    assert out.read_text() == "previous run\n"
+    assert {p.name for p in tmp_path.iterdir()} == {source.name, out.name}
+
+
+def test_the_installed_command_scores_around_a_lone_surrogate_and_bad_utf8(tmp_path: Path) -> None:
+    source = tmp_path / "logs.jsonl"
+    source.write_bytes(
+        b'{"task": "push", "completion": "Oi \\ud800, seu pedido chegou!"}\n'
+        b'{"task": "push", "completion": "Ol\xe1"}\r\n'  # Latin-1, not UTF-8
+        b'{"task": "push", "completion": "Tudo certo \xf0\x9f\x92\x99"}'
+    )
+    tucano = Path(sys.executable).parent / "tucano"
+    run = subprocess.run([tucano, "score", "--input", source], capture_output=True, timeout=120)
+    assert run.returncode == 1
+    assert run.stderr.decode().splitlines() == [
+        f"tucano score: {source}: line 2: not UTF-8: invalid continuation byte (byte offset 34)"
+    ]
+    scored = _read_jsonl(run.stdout)
+    assert [r["completion"] for r in scored] == ["Oi \ufffd, seu pedido chegou!", "Tudo certo 💙"]
