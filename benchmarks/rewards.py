@@ -24,8 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
-from configs.recipe import DEFAULT_RECIPE, TASKS, load_recipe  # noqa: E402
-from rewards import score  # noqa: E402
+from configs.recipe import DEFAULT_RECIPE, load_recipe  # noqa: E402
+from rewards import TASKS, score  # noqa: E402
 from tasks.audit import load_audit_set  # noqa: E402
 from tasks.score_logs import shipped_database  # noqa: E402
 

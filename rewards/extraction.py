@@ -142,7 +142,6 @@ def score(
     review_score: int | None = None,
     gold_delivered_late: bool | None = None,
     gold_category: str | None = None,
-    **_: Any,
 ) -> Score:
     data, strict = parse_json_object(completion_text(completion))
     if data is None:

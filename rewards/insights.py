@@ -83,7 +83,7 @@ def length_credit(length: int) -> float:
     return max(0.0, (ZERO_LENGTH_CREDIT_AT - length) / (ZERO_LENGTH_CREDIT_AT - MAX_CHARS))
 
 
-def score(completion: Any, data_summary: str | None = None, **_: Any) -> Score:
+def score(completion: Any, data_summary: str | None = None) -> Score:
     text = completion_text(completion)
     folded = fold(text)
     if not folded.strip():

@@ -39,7 +39,7 @@ def length_credit(length: int) -> float:
     return max(0.0, (ZERO_CREDIT_AT - length) / (ZERO_CREDIT_AT - MAX_CHARS))
 
 
-def score(completion: Any, **_: Any) -> Score:
+def score(completion: Any) -> Score:
     text = completion_text(completion).strip()
     folded = fold(text)
     words = re.findall(r"[a-z]{2,}", folded)

@@ -128,7 +128,6 @@ def score(
     database: Any = None,
     gold_answer: Any = None,
     gold_sql: Any = None,
-    **_: Any,
 ) -> Score:
     text = completion_text(completion)
     if len(text) > SCAN_LIMIT:

@@ -19,11 +19,10 @@ from prefect.artifacts import create_table_artifact
 from scipy.stats import spearmanr
 
 import rewards
-from configs.recipe import TASKS, AuditConfig
-from rewards import score, sql_qa
+from configs.recipe import AuditConfig
+from rewards import TASKS, score, sql_qa
 from tasks.caching import ContentKey
 from tasks.manifests import AuditResult, PreparedData
-from tasks.prep.build import data_database
 from tasks.store import ArtifactStore
 
 AUDIT_SET = Path(__file__).resolve().parents[1] / "data" / "audit" / "audit.jsonl"
@@ -226,7 +225,7 @@ def failure_message(result: AuditResult, config: AuditConfig) -> str:
 
 def audit_gate(config: AuditConfig, data: PreparedData, store: ArtifactStore) -> AuditResult:
     """Audit, publish the table, and raise AuditFailed when the gate does not pass."""
-    result = audit_rewards(config, str(data_database(data, store)))
+    result = audit_rewards(config, str(data.local_database(store)))
     create_table_artifact(
         key="tucano-reward-audit",
         table=[{"check": name, **entry} for name, entry in result.per_task.items()],
@@ -240,6 +239,6 @@ def audit_gate(config: AuditConfig, data: PreparedData, store: ArtifactStore) ->
 audit_gate_task = task(
     audit_gate,
     name="reward-audit",
-    cache_policy=ContentKey(modules=("tasks.audit", "rewards"), files=(AUDIT_SET,)),
+    cache_policy=ContentKey(files=(AUDIT_SET,)),
     persist_result=True,
 )

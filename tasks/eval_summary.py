@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from configs.recipe import TASKS
+from rewards import TASKS
 from tasks.stats import OVERALL
 
 # Enough to see what went wrong in a regression without flooding report.md; report.json keeps

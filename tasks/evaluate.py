@@ -16,11 +16,10 @@ from tqdm.auto import tqdm
 from configs.recipe import EvalConfig
 from rewards import score
 from rewards.common import completion_text
+from rewards.context import CONTEXT_KEYS
 from tasks.caching import ContentKey, cache_token
 from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
 from tasks.model import load_model_and_tokenizer
-from tasks.prep.build import data_database
-from tasks.prep.rows import CONTEXT_COLUMNS
 from tasks.store import ArtifactStore
 
 BASE_TAG = "base"
@@ -78,7 +77,7 @@ def generate(
 
 
 def score_row(prompt_row: dict[str, Any], completion: str, database: str) -> dict[str, Any]:
-    context = {column: prompt_row[column] for column in CONTEXT_COLUMNS}
+    context = {key: prompt_row[key] for key in CONTEXT_KEYS}
     result = score(prompt_row["task"], completion_text(completion), database=database, **context)
     return {"total": result.total, "components": result.components}
 
@@ -97,7 +96,7 @@ def evaluate_model(
         model = PeftModel.from_pretrained(model, str(store.local_dir(adapter.folder)))
     tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
     prompts = store.read_jsonl(data.eval)
-    database = str(data_database(data, store))
+    database = str(data.local_database(store))
     generations = generate(model, tokenizer, [row["prompt"] for row in prompts], config)
     rows = [
         {
@@ -125,6 +124,6 @@ def evaluate_model(
 evaluate_model_task = task(
     evaluate_model,
     name="evaluate-model",
-    cache_policy=ContentKey(modules=("tasks.evaluate", "tasks.model", "rewards")),
+    cache_policy=ContentKey(),
     persist_result=True,
 )

@@ -11,7 +11,8 @@ matplotlib.use("Agg")  # files only; no display on workers or CI
 
 import matplotlib.pyplot as plt
 
-from configs.recipe import TASKS
+from rewards import TASKS
+from tasks.stats import PairedTest
 
 BASE_COLOR, TUNED_COLOR = "#8c8c8c", "#1f77b4"
 
@@ -24,16 +25,16 @@ def _png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def base_vs_tuned(pooled: dict[str, dict[str, Any]]) -> bytes:
+def base_vs_tuned(pooled: dict[str, PairedTest]) -> bytes:
     """Mean score per task; the tuned bar's whisker is the 95% CI of the mean difference."""
     tasks = [task for task in (*TASKS, "overall") if task in pooled]
     figure, axis = plt.subplots(figsize=(7, 3.6))
     positions = range(len(tasks))
-    base = [pooled[t]["base_mean"] for t in tasks]
-    tuned = [pooled[t]["tuned_mean"] for t in tasks]
+    base = [pooled[t].base_mean for t in tasks]
+    tuned = [pooled[t].tuned_mean for t in tasks]
     errors = [
-        [pooled[t]["delta"] - pooled[t]["ci_low"] for t in tasks],
-        [pooled[t]["ci_high"] - pooled[t]["delta"] for t in tasks],
+        [pooled[t].delta - pooled[t].ci_low for t in tasks],
+        [pooled[t].ci_high - pooled[t].delta for t in tasks],
     ]
     axis.bar([p - 0.2 for p in positions], base, 0.4, label="base", color=BASE_COLOR)
     axis.bar([p + 0.2 for p in positions], tuned, 0.4, yerr=errors, capsize=3,

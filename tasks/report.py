@@ -17,7 +17,8 @@ from prefect.artifacts import (
     create_table_artifact,
 )
 
-from configs.recipe import TASKS, CompareConfig, Recipe
+from configs.recipe import CompareConfig, Recipe
+from rewards import TASKS
 from tasks import plots
 from tasks.caching import ContentKey, cache_token
 from tasks.eval_summary import (
@@ -27,8 +28,16 @@ from tasks.eval_summary import (
     render_worst_regressions,
     worst_regressions,
 )
+from tasks.leakage import assert_no_overlap
 from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
-from tasks.stats import OVERALL, assert_no_overlap, compare, seed_average
+from tasks.stats import (
+    OVERALL,
+    AcrossSeeds,
+    Comparison,
+    PairedTest,
+    compare,
+    seed_average,
+)
 from tasks.store import ArtifactStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -50,35 +59,35 @@ def fmt(value: float | None, digits: int = 3, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def _change(result: dict[str, Any]) -> str:
+def _change(result: PairedTest) -> str:
     """Holm-significant direction of one comparison."""
-    if result["significant_holm"]:
+    if result.significantly_better:
         return "better"
-    return "worse" if result["significantly_worse_holm"] else "none"
+    return "worse" if result.significantly_worse else "none"
 
 
-def results_table(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def results_table(results: dict[str, PairedTest]) -> list[dict[str, Any]]:
     return [
         {
             "task": task_name,
-            "n": r["n"],
-            "base": round(r["base_mean"], 4),
-            "tuned": round(r["tuned_mean"], 4),
-            "delta": round(r["delta"], 4),
-            "delta_pct": None if r["delta_pct"] is None else round(r["delta_pct"], 1),
-            "W": r["statistic"],
-            "p_value": None if r["p_value"] is None else round(r["p_value"], 5),
-            "p_holm": None if r["p_holm"] is None else round(r["p_holm"], 5),
-            "effect_size": round(r["effect_size"], 3),
-            "ci95": f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
-            "p_worse_holm": None if r["p_worse_holm"] is None else round(r["p_worse_holm"], 5),
+            "n": r.n,
+            "base": round(r.base_mean, 4),
+            "tuned": round(r.tuned_mean, 4),
+            "delta": round(r.delta, 4),
+            "delta_pct": None if r.delta_pct is None else round(r.delta_pct, 1),
+            "W": r.statistic,
+            "p_value": None if r.p_better is None else round(r.p_better, 5),
+            "p_holm": None if r.p_better_holm is None else round(r.p_better_holm, 5),
+            "effect_size": round(r.effect_size, 3),
+            "ci95": f"[{r.ci_low:+.3f}, {r.ci_high:+.3f}]",
+            "p_worse_holm": None if r.p_worse_holm is None else round(r.p_worse_holm, 5),
             "change": _change(r),
         }
         for task_name, r in results.items()
     ]
 
 
-def _markdown_table(results: dict[str, dict[str, Any]]) -> str:
+def _markdown_table(results: dict[str, PairedTest]) -> str:
     lines = [
         "| Task | n | Base | Tuned | Δ | 95% CI of Δ | Δ% | r | W | p | p (Holm) "
         "| p worse (Holm) | Significant change |",
@@ -89,18 +98,18 @@ def _markdown_table(results: dict[str, dict[str, Any]]) -> str:
             continue
         r = results[task_name]
         name = f"**{task_name.upper()}**" if task_name == OVERALL else task_name
-        pct = "n/a" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f}%"
+        pct = "n/a" if r.delta_pct is None else f"{r.delta_pct:+.1f}%"
         lines.append(
-            f"| {name} | {r['n']} | {fmt(r['base_mean'])} | {fmt(r['tuned_mean'])} | "
-            f"{fmt(r['delta'], signed=True)} | [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] | "
-            f"{pct} | {r['effect_size']:+.2f} | {r['statistic']:.1f} | {fmt(r['p_value'], 4)} | "
-            f"{fmt(r['p_holm'], 4)} | {fmt(r['p_worse_holm'], 4)} | {_change(r)} |"
+            f"| {name} | {r.n} | {fmt(r.base_mean)} | {fmt(r.tuned_mean)} | "
+            f"{fmt(r.delta, signed=True)} | [{r.ci_low:+.3f}, {r.ci_high:+.3f}] | "
+            f"{pct} | {r.effect_size:+.2f} | {r.statistic:.1f} | {fmt(r.p_better, 4)} | "
+            f"{fmt(r.p_better_holm, 4)} | {fmt(r.p_worse_holm, 4)} | {_change(r)} |"
         )
-    notes = [f"- {task}: {r['note']}" for task, r in results.items() if r.get("note")]
+    notes = [f"- {task}: {r.note}" for task, r in results.items() if r.note]
     return "\n".join(lines + (["", *notes] if notes else []))
 
 
-def _seeds_table(summary: dict[str, dict[str, Any]]) -> str:
+def _seeds_table(summary: dict[str, AcrossSeeds]) -> str:
     lines = [
         "| Task | Δ mean ± std over seeds | seeds significantly better | seeds significantly "
         "worse | verdict |",
@@ -108,22 +117,22 @@ def _seeds_table(summary: dict[str, dict[str, Any]]) -> str:
     ]
     for task_name, s in summary.items():
         lines.append(
-            f"| {task_name} | {s['delta_mean']:+.3f} ± {s['delta_std']:.3f} | "
-            f"{s['seeds_significantly_better']} of {s['seeds']} (need {s['majority_needed']}) | "
-            f"{s['seeds_significantly_worse']} of {s['seeds']} | {s['verdict']} |"
+            f"| {task_name} | {s.delta_mean:+.3f} ± {s.delta_std:.3f} | "
+            f"{s.seeds_significantly_better} of {s.seeds} (need {s.majority_needed}) | "
+            f"{s.seeds_significantly_worse} of {s.seeds} | {s.verdict} |"
         )
     return "\n".join(lines)
 
 
-def _verdict_sections(comparison: dict[str, Any], pooled_title: str) -> list[str]:
+def _verdict_sections(comparison: Comparison, pooled_title: str) -> list[str]:
     return [
         "## Verdict across seeds",
         "",
-        _seeds_table(comparison["across_seeds"]),
+        _seeds_table(comparison.across_seeds),
         "",
         f"## {pooled_title}",
         "",
-        _markdown_table(comparison["pooled"]),
+        _markdown_table(comparison.pooled),
         "",
     ]
 
@@ -135,9 +144,13 @@ def _sample_sections(report: dict[str, Any]) -> list[str]:
     ]
 
 
+def _as_json(report: dict[str, Any]) -> dict[str, Any]:
+    return {**report, "comparison": report["comparison"].model_dump()}
+
+
 def render_markdown(report: dict[str, Any]) -> str:
-    comparison = report["comparison"]
-    method = comparison["method"]
+    comparison: Comparison = report["comparison"]
+    method = comparison.method
     parts = [
         f"# Tucano-commerce report: {report['recipe']}",
         "",
@@ -152,7 +165,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"{method['multiple_testing']}; r = {method['effect_size']}; CI: {method['ci']}; "
         f"verdict: {method['verdict']}.",
     ]
-    for seed, results in comparison["per_seed"].items():
+    for seed, results in comparison.per_seed.items():
         parts += ["", f"## Seed {seed}", "", _markdown_table(results)]
     parts += ["", *_sample_sections(report), "## Plots", ""]
     parts += [f"![{Path(path).stem}]({Path(path).name})" for path in report.get("plots", [])]
@@ -198,7 +211,7 @@ def build_report(
     folder = f"reports/{recipe.name}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
     store.write_jsonl(f"{folder}/scores.jsonl", scores)
     pictures = {
-        "base_vs_tuned.png": plots.base_vs_tuned(report["comparison"]["pooled"]),
+        "base_vs_tuned.png": plots.base_vs_tuned(report["comparison"].pooled),
         "score_distributions.png": plots.score_distributions(base_rows, seed_average(rows_by_seed)),
         "training_curves.png": plots.training_curves(
             {a.seed: store.read_json(a.log_history) for a in adapters}
@@ -208,7 +221,7 @@ def build_report(
         store.write_bytes(f"{folder}/{name}", png)
     report["plots"] = [f"{folder}/{name}" for name in pictures]
     store.write_text(f"{folder}/report.md", render_markdown(report))
-    store.write_json(f"{folder}/report.json", report)
+    store.write_json(f"{folder}/report.json", _as_json(report))
     return ReportArtifact(
         fingerprint=store.sha256(f"{folder}/report.json"),
         report_json=f"{folder}/report.json",
@@ -279,7 +292,7 @@ def compare_evaluations(
         ]
     )
     store.write_text(f"{folder}/report.md", markdown)
-    store.write_json(f"{folder}/report.json", report)
+    store.write_json(f"{folder}/report.json", _as_json(report))
     return ReportArtifact(
         fingerprint=store.sha256(f"{folder}/report.json"),
         report_json=f"{folder}/report.json",
@@ -292,7 +305,7 @@ def publish_report(report: ReportArtifact, store: ArtifactStore) -> None:
     content = store.read_json(report.report_json)
     create_table_artifact(
         key="tucano-comparison",
-        table=results_table(content["comparison"]["pooled"]),
+        table=results_table(Comparison.model_validate(content["comparison"]).pooled),
         description=f"Base vs tuned, pooled ({content.get('recipe', 'two saved evaluations')}).",
     )
     create_markdown_artifact(
@@ -315,7 +328,7 @@ def publish_report(report: ReportArtifact, store: ArtifactStore) -> None:
 report_task = task(
     build_report,
     name="report",
-    cache_policy=ContentKey(modules=("tasks.report", "tasks.stats", "tasks.plots")),
+    cache_policy=ContentKey(),
     persist_result=True,
 )
 publish_report_task = task(publish_report, name="publish-report")

@@ -9,22 +9,78 @@ permutation test or the normal approximation; the report records which one was u
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import rankdata, wilcoxon
 
-from configs.recipe import TASKS
+from rewards import TASKS
 
 # Two one-sided tests on the same pairs: H1 tuned > base says "better", H1 tuned < base says
 # "worse"; a promotion needs the first and must not have the second.
-ALTERNATIVES = {"p_value": "greater", "p_worse": "less"}
+ALTERNATIVES = {"p_better": "greater", "p_worse": "less"}
 ZERO_METHOD = "wilcox"
 OVERALL = "overall"
 # scipy's "auto" switches from the exact distribution to the normal approximation above this n.
 EXACT_MAX_N = 50
 # ...and, with ties or zeros, uses a complete permutation test up to this n (2**13 outcomes).
 PERMUTATION_MAX_N = 13
+
+
+class _Result(BaseModel):
+    # Serialized under report.json's keys (aliases), which stores, artifacts and decision files
+    # already hold; built and read in Python by the field names.
+    model_config = ConfigDict(frozen=True, validate_by_name=True, serialize_by_alias=True)
+
+
+class PairedTest(_Result):
+    """One base-vs-tuned comparison on prompts paired by id: both one-sided Wilcoxon tests, the
+    Holm-adjusted p-values of its family of tasks, and what they are significant for."""
+
+    n: int
+    n_nonzero: int
+    base_mean: float
+    tuned_mean: float
+    delta: float
+    delta_pct: float | None
+    effect_size: float
+    ci_low: float
+    ci_high: float
+    statistic: float
+    method: str
+    note: str | None = None
+    p_better: float | None = Field(alias="p_value")
+    p_worse: float | None
+    p_better_holm: float | None = Field(alias="p_holm")
+    p_worse_holm: float | None
+    significant: bool
+    significantly_better: bool = Field(alias="significant_holm")
+    significantly_worse: bool = Field(alias="significantly_worse_holm")
+
+
+Verdict = Literal["better", "worse", "not shown better"]
+
+
+class AcrossSeeds(_Result):
+    """One task over the seeds: the spread of the delta and the majority verdict."""
+
+    seeds: int
+    delta_mean: float
+    delta_std: float
+    seeds_significantly_better: int
+    seeds_significantly_worse: int
+    majority_needed: int
+    verdict: Verdict
+
+
+class Comparison(_Result):
+    """Base vs tuned per seed and pooled over seeds, the verdict per task, and how it was done."""
+
+    method: dict[str, str | float]
+    pooled: dict[str, PairedTest]
+    per_seed: dict[str, dict[str, PairedTest]]
+    across_seeds: dict[str, AcrossSeeds]
 
 
 def scipy_auto_method(differences: np.ndarray) -> str:
@@ -66,50 +122,78 @@ def min_attainable_p(n_nonzero: int) -> float:
     return 0.5**n_nonzero
 
 
-def paired_test(
-    base: Sequence[float], tuned: Sequence[float], alpha: float = 0.05
+def _below(p: float | None, alpha: float) -> bool:
+    return p is not None and p < alpha
+
+
+def _holm_fields(
+    p_better_holm: float | None, p_worse_holm: float | None, alpha: float
 ) -> dict[str, Any]:
+    """A comparison's Holm-adjusted p-values and the significance they give."""
+    return {
+        "p_better_holm": p_better_holm,
+        "p_worse_holm": p_worse_holm,
+        "significantly_better": _below(p_better_holm, alpha),
+        "significantly_worse": _below(p_worse_holm, alpha),
+    }
+
+
+def _one_sided_tests(
+    base: np.ndarray, tuned: np.ndarray, n_nonzero: int, alpha: float
+) -> dict[str, Any]:
+    """Both one-sided Wilcoxon tests: statistic, scipy's method, p_better, p_worse and, when
+    no p is reported, a note saying why."""
+    if n_nonzero == 0:
+        # scipy returns NaN here; identical scores are no evidence of a change either way.
+        return {
+            "statistic": 0.0,
+            "method": "none: all differences are zero",
+            "p_better": 1.0,
+            "p_worse": 1.0,
+        }
+    tests = {
+        key: wilcoxon(tuned, base, alternative=alternative, zero_method=ZERO_METHOD)
+        for key, alternative in ALTERNATIVES.items()
+    }
+    described = {
+        "statistic": float(tests["p_better"].statistic),
+        "method": scipy_auto_method(tuned - base),
+    }
+    floor = min_attainable_p(n_nonzero)
+    if floor >= alpha:
+        # A p that cannot fall below alpha whatever the data is not evidence either way.
+        return {
+            **described,
+            "p_better": None,
+            "p_worse": None,
+            "note": f"{n_nonzero} nonzero pairs cannot reach p < {alpha} "
+            f"(smallest attainable one-sided p = {floor:.4f}); no test reported",
+        }
+    return {**described, **{key: float(test.pvalue) for key, test in tests.items()}}
+
+
+def paired_test(base: Sequence[float], tuned: Sequence[float], alpha: float = 0.05) -> PairedTest:
     base_arr, tuned_arr = np.asarray(base, dtype=float), np.asarray(tuned, dtype=float)
     differences = tuned_arr - base_arr
     base_mean, tuned_mean = float(base_arr.mean()), float(tuned_arr.mean())
     low, high = bootstrap_ci(differences)
-    result: dict[str, Any] = {
-        "n": len(differences),
-        "n_nonzero": int(np.count_nonzero(differences)),
-        "base_mean": base_mean,
-        "tuned_mean": tuned_mean,
-        "delta": tuned_mean - base_mean,
-        "delta_pct": 100 * (tuned_mean - base_mean) / base_mean if base_mean else None,
-        "effect_size": rank_biserial(differences),
-        "ci_low": low,
-        "ci_high": high,
-        "note": None,
-    }
-    if result["n_nonzero"] == 0:
-        # scipy returns NaN here; identical scores are no evidence of a change either way.
-        result.update(
-            statistic=0.0, p_value=1.0, p_worse=1.0, method="none: all differences are zero"
-        )
-        return result
-    tests = {
-        key: wilcoxon(tuned_arr, base_arr, alternative=alternative, zero_method=ZERO_METHOD)
-        for key, alternative in ALTERNATIVES.items()
-    }
-    result.update(
-        statistic=float(tests["p_value"].statistic), method=scipy_auto_method(differences)
+    n_nonzero = int(np.count_nonzero(differences))
+    tests = _one_sided_tests(base_arr, tuned_arr, n_nonzero, alpha)
+    return PairedTest(
+        n=len(differences),
+        n_nonzero=n_nonzero,
+        base_mean=base_mean,
+        tuned_mean=tuned_mean,
+        delta=tuned_mean - base_mean,
+        delta_pct=100 * (tuned_mean - base_mean) / base_mean if base_mean else None,
+        effect_size=rank_biserial(differences),
+        ci_low=low,
+        ci_high=high,
+        significant=_below(tests["p_better"], alpha),
+        # Alone, a test is a family of one, which Holm leaves as it is.
+        **_holm_fields(tests["p_better"], tests["p_worse"], alpha),
+        **tests,
     )
-    floor = min_attainable_p(result["n_nonzero"])
-    if floor >= alpha:
-        # A p that cannot fall below alpha whatever the data is not evidence either way.
-        result.update(
-            p_value=None,
-            p_worse=None,
-            note=f"{result['n_nonzero']} nonzero pairs cannot reach p < {alpha} "
-            f"(smallest attainable one-sided p = {floor:.4f}); no test reported",
-        )
-    else:
-        result.update({key: float(test.pvalue) for key, test in tests.items()})
-    return result
 
 
 def holm(p_values: dict[str, float | None]) -> dict[str, float | None]:
@@ -125,13 +209,13 @@ def holm(p_values: dict[str, float | None]) -> dict[str, float | None]:
 
 def compare_rows(
     base_rows: list[dict[str, Any]], tuned_rows: list[dict[str, Any]], alpha: float
-) -> dict[str, dict[str, Any]]:
-    """Per task and overall, base vs tuned paired by prompt id."""
+) -> dict[str, PairedTest]:
+    """Per task and overall, base vs tuned paired by prompt id; Holm across the tasks."""
     tuned_by_id = {row["prompt_id"]: row for row in tuned_rows}
     missing = [row["prompt_id"] for row in base_rows if row["prompt_id"] not in tuned_by_id]
     if missing:
         raise ValueError(f"{len(missing)} eval prompts have no tuned score, e.g. {missing[:3]}")
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, PairedTest] = {}
     for task in (*TASKS, OVERALL):
         pairs = [
             (row["total"], tuned_by_id[row["prompt_id"]]["total"])
@@ -141,66 +225,47 @@ def compare_rows(
         if not pairs:
             continue
         out[task] = paired_test([b for b, _ in pairs], [t for _, t in pairs], alpha)
-    for raw, corrected, flag in (
-        ("p_value", "p_holm", "significant_holm"),
-        ("p_worse", "p_worse_holm", "significantly_worse_holm"),
-    ):
-        adjusted = holm({task: out[task][raw] for task in TASKS if task in out})
-        for task, result in out.items():
-            result[corrected] = adjusted.get(task, result[raw])  # overall: one test, no family
-            result[flag] = result[corrected] is not None and result[corrected] < alpha
-    for result in out.values():
-        result["significant"] = result["p_value"] is not None and result["p_value"] < alpha
-    return out
+    tasks_tested = [task for task in TASKS if task in out]
+    better = holm({task: out[task].p_better for task in tasks_tested})
+    worse = holm({task: out[task].p_worse for task in tasks_tested})
+    # overall is one test, no family: it keeps its raw p-values.
+    return {
+        task: result.model_copy(
+            update=_holm_fields(
+                better.get(task, result.p_better), worse.get(task, result.p_worse), alpha
+            )
+        )
+        for task, result in out.items()
+    }
 
 
 def across_seeds(
-    per_seed: dict[str, dict[str, dict[str, Any]]], majority: int
-) -> dict[str, dict[str, Any]]:
+    per_seed: dict[str, dict[str, PairedTest]], majority: int
+) -> dict[str, AcrossSeeds]:
     """Per task: the delta's mean and std over seeds, and a verdict: "better" (or "worse") needs
     a Holm-corrected significant improvement (or regression) in at least `majority` seeds."""
-    summary: dict[str, dict[str, Any]] = {}
+    summary: dict[str, AcrossSeeds] = {}
     for task in (*TASKS, OVERALL):
         results = [seed_results[task] for seed_results in per_seed.values() if task in seed_results]
         if not results:
             continue
-        deltas = np.array([r["delta"] for r in results])
-        improved = sum(1 for r in results if r["significant_holm"] and r["delta"] > 0)
-        worsened = sum(1 for r in results if r["significantly_worse_holm"] and r["delta"] < 0)
-        summary[task] = {
-            "seeds": len(results),
-            "delta_mean": float(deltas.mean()),
-            "delta_std": float(deltas.std(ddof=1)) if len(deltas) > 1 else 0.0,
-            "seeds_significantly_better": improved,
-            "seeds_significantly_worse": worsened,
-            "majority_needed": majority,
-            "verdict": "better"
+        deltas = np.array([r.delta for r in results])
+        improved = sum(1 for r in results if r.significantly_better and r.delta > 0)
+        worsened = sum(1 for r in results if r.significantly_worse and r.delta < 0)
+        summary[task] = AcrossSeeds(
+            seeds=len(results),
+            delta_mean=float(deltas.mean()),
+            delta_std=float(deltas.std(ddof=1)) if len(deltas) > 1 else 0.0,
+            seeds_significantly_better=improved,
+            seeds_significantly_worse=worsened,
+            majority_needed=majority,
+            verdict="better"
             if improved >= majority
             else "worse"
             if worsened >= majority
             else "not shown better",
-        }
-    return summary
-
-
-class LeakageError(ValueError):
-    """The eval split shares prompts with the train split: no comparison is meaningful."""
-
-
-def assert_no_overlap(train_rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]]) -> None:
-    """Refuse to compare when an eval prompt (by id or by its messages) was also trained on."""
-    train_ids = {row["prompt_id"] for row in train_rows}
-    train_texts = {repr(row["prompt"]) for row in train_rows}
-    leaked = [
-        row["prompt_id"]
-        for row in eval_rows
-        if row["prompt_id"] in train_ids or repr(row["prompt"]) in train_texts
-    ]
-    if leaked:
-        raise LeakageError(
-            f"{len(leaked)} eval prompts are also train prompts (e.g. {leaked[:3]}); "
-            "a comparison on them would measure memory, not improvement"
         )
+    return summary
 
 
 def seed_average(rows_by_seed: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -218,13 +283,13 @@ def compare(
     rows_by_seed: dict[int, list[dict[str, Any]]],
     alpha: float,
     majority: int | None = None,
-) -> dict[str, Any]:
+) -> Comparison:
     majority = majority or len(rows_by_seed) // 2 + 1
     per_seed = {
         str(seed): compare_rows(base_rows, rows, alpha) for seed, rows in rows_by_seed.items()
     }
-    return {
-        "method": {
+    return Comparison(
+        method={
             "test": "Wilcoxon signed-rank, paired by prompt id, one-sided both ways "
             "(p: tuned > base; p_worse: tuned < base)",
             "zero_method": f"{ZERO_METHOD} (zero differences dropped before ranking)",
@@ -238,7 +303,7 @@ def compare(
             "verdict": f"better (worse) when Holm-significant and positive (negative) in "
             f">= {majority} of {len(rows_by_seed)} seeds",
         },
-        "pooled": compare_rows(base_rows, seed_average(rows_by_seed), alpha),
-        "per_seed": per_seed,
-        "across_seeds": across_seeds(per_seed, majority),
-    }
+        pooled=compare_rows(base_rows, seed_average(rows_by_seed), alpha),
+        per_seed=per_seed,
+        across_seeds=across_seeds(per_seed, majority),
+    )

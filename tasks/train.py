@@ -11,20 +11,23 @@ import hashlib
 import json
 import logging
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prefect import task
 
 from configs.recipe import LoraConfig, TrainingConfig
 from rewards import RewardFunction, trl_component_functions, trl_reward_functions
 from tasks.backends import UNSLOTH, load_policy, longest_sequence, machine_backend
-from tasks.caching import ContentKey
+from tasks.caching import ContentKey, task_code_digest
 from tasks.checkpoints import RunCheckpoints
 from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
-from tasks.prep.build import data_database
 from tasks.stopping import Preempted, StopRules
 from tasks.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from tasks.callbacks import CheckpointOnSigterm, KeepBest
 
 log = logging.getLogger("tucano.train")
 
@@ -37,11 +40,13 @@ def run_key(
     seed: int,
     backend: str,
 ) -> str:
-    """Names one training run: same recipe, data, base model, seed and backend -> same key.
+    """Names one training run: same recipe, data, base model, seed, backend and code -> same key.
     The backend is the resolved one: Unsloth's kernels and PEFT's differ numerically, so a run
-    never resumes from the other's checkpoints."""
+    never resumes from the other's checkpoints. The code is in it so that a changed trainer
+    starts afresh instead of resuming a finished run and handing back its old adapter."""
     identity = {
         "backend": backend,
+        "code": task_code_digest(__name__),
         "training": training.model_dump(mode="json"),
         "lora": lora.model_dump(mode="json"),
         "data": data.fingerprint,
@@ -109,6 +114,182 @@ def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]
     return (rows[:-heldout], rows[-heldout:]) if heldout else (rows, [])
 
 
+FINAL_FOLDER = "final"
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """One seed's run as its steps share it: the built trainer, the callbacks whose state decides
+    the outcome, and where the run lives (its store folder, a local working folder)."""
+
+    seed: int
+    key: str
+    backend: str
+    store: ArtifactStore
+    folder: str
+    checkpoints: RunCheckpoints
+    workdir: Path
+    resume: Path | None
+    trainer: Any
+    keep_best: KeepBest
+    sigterm: CheckpointOnSigterm
+
+
+def _max_seq_length(
+    training: TrainingConfig,
+    base: BaseModelArtifact,
+    rows: list[dict[str, Any]],
+    backend: str,
+    store: ArtifactStore,
+) -> int:
+    if backend != UNSLOTH:
+        return 0  # PEFT needs no length fixed in advance
+    prompts = [row["prompt"] for row in rows]
+    return longest_sequence(base, store, prompts, training.max_completion_length)
+
+
+def _prompt_sampling(
+    training: TrainingConfig, train_rows: list[dict[str, Any]], seed: int, resume: Path | None
+) -> tuple[Any, dict[str, Any], list[Any]]:
+    """The trainer class, its extra arguments and its stateful callbacks: TRL's own, or dynamic
+    sampling's, which refills a batch from a prompt stream whose position each checkpoint keeps."""
+    if not training.dynamic_sampling.enabled:
+        from trl import GRPOTrainer
+
+        return GRPOTrainer, {}, []
+    from tasks import dynamic_sampling
+
+    stream = dynamic_sampling.PromptStream(train_rows, seed, resume)
+    extra = {"prompt_stream": stream, "max_refills": training.dynamic_sampling.max_refills}
+    stateful = [dynamic_sampling.SaveStreamPosition(stream)]
+    return dynamic_sampling.DynamicSamplingGRPOTrainer, extra, stateful
+
+
+def build_trainer(
+    training: TrainingConfig,
+    lora: LoraConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    seed: int,
+    store: ArtifactStore,
+    workdir: Path,
+) -> SeedRun:
+    """The seed's GRPO trainer with its policy, rewards, data and callbacks, restored from the
+    run's newest checkpoint in the store when there is one."""
+    backend = machine_backend(training.backend)
+    key = run_key(training, lora, data, base, seed, backend)
+    all_rows = store.read_jsonl(data.train)
+    train_rows, heldout_rows = split_heldout(all_rows, training.heldout_prompts)
+    # Loaded before anything imports trl: Unsloth patches it on import.
+    policy = load_policy(
+        backend, base, lora, seed, _max_seq_length(training, base, all_rows, backend, store), store
+    )
+
+    from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback
+
+    from tasks import callbacks
+
+    functions = reward_functions(training, str(data.local_database(store)))
+    folder = f"runs/{key}"
+    checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
+    output_dir = workdir / "checkpoints"
+    resume = checkpoints.restore_latest(output_dir)
+    keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
+    trainer_class, extra, sampling_callbacks = _prompt_sampling(training, train_rows, seed, resume)
+    stateful: list[Any] = [keep_best, *sampling_callbacks]
+    if training.task_weighting.enabled:
+        stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
+    sigterm = callbacks.CheckpointOnSigterm()
+    trainer = trainer_class(
+        model=policy.model,
+        reward_funcs=functions,
+        args=grpo_config(training, seed, output_dir),
+        train_dataset=Dataset.from_list(train_rows),
+        eval_dataset=Dataset.from_list(heldout_rows) if heldout_rows else None,
+        processing_class=policy.tokenizer,
+        peft_config=policy.peft_config,
+        # The stateful callbacks come first, so their state is in a checkpoint before upload.
+        callbacks=[
+            *stateful,
+            callbacks.UploadCheckpoints(checkpoints),
+            callbacks.LogSteps(),
+            sigterm,
+        ],
+        **extra,
+    )
+    for callback in stateful:
+        if hasattr(callback, "attach"):
+            callback.attach(trainer)
+    # The default printer dumps every metric dict to stdout; LogSteps says what matters.
+    trainer.remove_callback(PrinterCallback)
+    return SeedRun(
+        seed=seed,
+        key=key,
+        backend=backend,
+        store=store,
+        folder=folder,
+        checkpoints=checkpoints,
+        workdir=workdir,
+        resume=resume,
+        trainer=trainer,
+        keep_best=keep_best,
+        sigterm=sigterm,
+    )
+
+
+def run_trainer(run: SeedRun) -> None:
+    """Train to the end, from the restored checkpoint if any, and put the final adapter into the
+    store; a SIGTERM ends the run Preempted, its checkpoint saved, for the next run to resume."""
+    log.info(
+        "training seed %d (run %s, %s backend) for %d steps%s",
+        run.seed,
+        run.key,
+        run.backend,
+        run.trainer.args.max_steps,
+        f", resuming at step {run.resume.name.split('-')[1]}" if run.resume else "",
+    )
+    run.trainer.train(resume_from_checkpoint=str(run.resume) if run.resume else None)
+    if run.sigterm.received:
+        raise Preempted(
+            f"seed {run.seed}: stopped by SIGTERM after step {run.trainer.state.global_step}; "
+            f"its checkpoint is in {run.store.uri(run.checkpoints.folder)}"
+        )
+    final = run.workdir / FINAL_FOLDER
+    run.trainer.save_model(str(final))
+    run.store.put_dir(final, f"{run.folder}/{FINAL_FOLDER}")
+
+
+def export_adapter(run: SeedRun) -> Adapter:
+    """The run's adapter: the best by held-out reward, the final one when nothing was evaluated;
+    with the run's summary and log history beside it in the store."""
+    from tasks.callbacks import BEST_FOLDER
+
+    state, rules = run.trainer.state, run.keep_best.rules
+    run.store.write_json(f"{run.folder}/log_history.json", state.log_history)
+    exported = f"{run.folder}/{BEST_FOLDER if rules.best_step is not None else FINAL_FOLDER}"
+    summary = {
+        "final_step": state.global_step,
+        "best_step": rules.best_step,
+        "best_eval_reward": rules.state_dict()["best_reward"],
+        "stop_reason": rules.stop_reason or "max_steps reached",
+        "adapter": exported,
+    }
+    run.store.write_json(f"{run.folder}/summary.json", summary)
+    log.info("seed %d done: %s", run.seed, summary)
+    return Adapter(
+        fingerprint=run.store.dir_digest(exported),
+        seed=run.seed,
+        run_key=run.key,
+        folder=exported,
+        log_history=f"{run.folder}/log_history.json",
+        global_step=state.global_step,
+        best_step=rules.best_step,
+        best_eval_reward=summary["best_eval_reward"],
+        stop_reason=summary["stop_reason"],
+    )
+
+
 def train_seed(
     training: TrainingConfig,
     lora: LoraConfig,
@@ -117,109 +298,10 @@ def train_seed(
     seed: int,
     store: ArtifactStore,
 ) -> Adapter:
-    backend = machine_backend(training.backend)
-    key = run_key(training, lora, data, base, seed, backend)
-    folder = f"runs/{key}"
-    all_rows = store.read_jsonl(data.train)
-    train_rows, heldout_rows = split_heldout(all_rows, training.heldout_prompts)
-    max_seq_length = (
-        longest_sequence(
-            base, store, [r["prompt"] for r in all_rows], training.max_completion_length
-        )
-        if backend == UNSLOTH
-        else 0  # PEFT needs no length fixed in advance
-    )
-    # Loaded before anything imports trl: Unsloth patches it on import.
-    policy = load_policy(backend, base, lora, seed, max_seq_length, store)
-
-    from datasets import Dataset
-    from transformers.trainer_callback import PrinterCallback
-    from trl import GRPOTrainer
-
-    from tasks import callbacks
-
-    functions = reward_functions(training, str(data_database(data, store)))
-    checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
-    sigterm = callbacks.CheckpointOnSigterm()
     with tempfile.TemporaryDirectory(prefix="tucano-train-") as tmp:
-        output_dir = Path(tmp) / "checkpoints"
-        resume = checkpoints.restore_latest(output_dir)
-        # The stateful callbacks come first, so their state is in a checkpoint before upload.
-        keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
-        stateful: list[Any] = [keep_best]
-        trainer_class, extra = GRPOTrainer, {}
-        if training.dynamic_sampling.enabled:
-            from tasks import dynamic_sampling
-
-            stream = dynamic_sampling.PromptStream(train_rows, seed, resume)
-            stateful.append(dynamic_sampling.SaveStreamPosition(stream))
-            trainer_class = dynamic_sampling.DynamicSamplingGRPOTrainer
-            extra = {"prompt_stream": stream, "max_refills": training.dynamic_sampling.max_refills}
-        if training.task_weighting.enabled:
-            stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
-        trainer = trainer_class(
-            model=policy.model,
-            reward_funcs=functions,
-            args=grpo_config(training, seed, output_dir),
-            train_dataset=Dataset.from_list(train_rows),
-            eval_dataset=Dataset.from_list(heldout_rows) if heldout_rows else None,
-            processing_class=policy.tokenizer,
-            peft_config=policy.peft_config,
-            callbacks=[
-                *stateful,
-                callbacks.UploadCheckpoints(checkpoints),
-                callbacks.LogSteps(),
-                sigterm,
-            ],
-            **extra,
-        )
-        for callback in stateful:
-            if hasattr(callback, "attach"):
-                callback.attach(trainer)
-        # The default printer dumps every metric dict to stdout; LogSteps says what matters.
-        trainer.remove_callback(PrinterCallback)
-        log.info(
-            "training seed %d (run %s, %s backend) for %d steps%s",
-            seed,
-            key,
-            backend,
-            training.max_steps,
-            f", resuming at step {resume.name.split('-')[1]}" if resume else "",
-        )
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-        if sigterm.received:
-            raise Preempted(
-                f"seed {seed}: stopped by SIGTERM after step {trainer.state.global_step}; "
-                f"its checkpoint is in {store.uri(checkpoints.folder)}"
-            )
-        trainer.save_model(str(Path(tmp) / "final"))
-        store.put_dir(Path(tmp) / "final", f"{folder}/final")
-    store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
-    rules = keep_best.rules
-    # The run's adapter is the best by held-out reward; the final one when nothing was evaluated.
-    exported = (
-        f"{folder}/{callbacks.BEST_FOLDER}" if rules.best_step is not None else f"{folder}/final"
-    )
-    summary = {
-        "final_step": trainer.state.global_step,
-        "best_step": rules.best_step,
-        "best_eval_reward": rules.state_dict()["best_reward"],
-        "stop_reason": rules.stop_reason or "max_steps reached",
-        "adapter": exported,
-    }
-    store.write_json(f"{folder}/summary.json", summary)
-    log.info("seed %d done: %s", seed, summary)
-    return Adapter(
-        fingerprint=store.dir_digest(exported),
-        seed=seed,
-        run_key=key,
-        folder=exported,
-        log_history=f"{folder}/log_history.json",
-        global_step=trainer.state.global_step,
-        best_step=rules.best_step,
-        best_eval_reward=summary["best_eval_reward"],
-        stop_reason=summary["stop_reason"],
-    )
+        run = build_trainer(training, lora, data, base, seed, store, Path(tmp))
+        run_trainer(run)
+    return export_adapter(run)
 
 
 def stop_rules(training: TrainingConfig) -> StopRules:
@@ -248,7 +330,7 @@ train_seed_task = task(
     train_seed,
     name="train-seed",
     task_run_name="train-seed-{seed}",
-    cache_policy=ContentKey(modules=("tasks.train", "tasks.backends", "tasks.model", "rewards")),
+    cache_policy=ContentKey(),
     persist_result=True,
     retries=1,
     retry_delay_seconds=10,

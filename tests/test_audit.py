@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 import rewards
-from configs.recipe import TASKS, AuditConfig
-from rewards import extraction
+from configs.recipe import AuditConfig
+from rewards import TASKS, extraction
 from tasks.audit import AUDIT_SET, audit_rewards, failure_message, load_audit_set
 
 

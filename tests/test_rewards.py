@@ -4,6 +4,7 @@ import pytest
 
 from rewards import (
     COMPONENTS,
+    READS,
     SCORERS,
     UnknownTaskError,
     score,
@@ -11,8 +12,10 @@ from rewards import (
     trl_reward_functions,
 )
 from rewards.classify import classify
+from rewards.context import CONTEXT_KEYS, ContextError
 from rewards.extraction import normalize_pt_decimals, parse_json_object
 from tasks.audit import load_audit_set
+from tasks.prep.rows import prompt_row
 
 GOOD = (
     '{"sentiment": "negativo", "sentiment_score": 1, "delivery_issue": true, '
@@ -241,3 +244,37 @@ def test_classifier_for_untyped_input(text: str, task: str) -> None:
 def test_unknown_task_is_an_error() -> None:
     with pytest.raises(UnknownTaskError, match="churn"):
         score("churn", "x")
+
+
+def test_every_scorer_reads_only_words_of_the_context_vocabulary() -> None:
+    for task, reads in READS.items():
+        assert reads <= {*CONTEXT_KEYS, "database"}, task
+
+
+@pytest.mark.parametrize(
+    ("context", "error"),
+    [
+        ({"review_scor": 1}, "unknown context key 'review_scor'"),  # would have scored 0
+        ({"review_score": "5"}, "'review_score' must be int"),
+        ({"review_score": True}, "'review_score' must be int"),
+        ({"gold_delivered_late": 1}, "'gold_delivered_late' must be bool"),
+    ],
+)
+def test_a_misspelled_or_mistyped_context_key_is_an_error_everywhere(
+    context: dict, error: str
+) -> None:
+    with pytest.raises(ContextError, match=error):
+        score("extraction", GOOD, **context)
+    reward = _by_name(trl_reward_functions())["extraction_reward"]
+    columns = {key: [value] for key, value in context.items() if key in CONTEXT_KEYS}
+    if columns:  # a dataset column outside the vocabulary is no context (prompt_id, order_id)
+        with pytest.raises(ContextError, match=error):
+            reward([GOOD], task=["extraction"], **columns)
+    with pytest.raises(ContextError, match=error):
+        prompt_row(prompt_id="p", task="extraction", system="s", user="u", **context)
+
+
+def test_context_a_task_does_not_read_is_ignored() -> None:
+    assert score("push", "Seu pedido chegou!", data_summary="x", review_score=5) == score(
+        "push", "Seu pedido chegou!"
+    )

@@ -6,8 +6,6 @@ from scipy.stats import wilcoxon
 
 from tasks.stats import (
     OVERALL,
-    LeakageError,
-    assert_no_overlap,
     bootstrap_ci,
     compare,
     compare_rows,
@@ -31,30 +29,30 @@ def test_a_clear_improvement_is_detected() -> None:
     result = paired_test(
         [0.1 * i for i in range(10)], [0.1 * i + 0.05 * (i + 1) for i in range(10)]
     )
-    assert result["statistic"] == 55.0
-    assert result["p_value"] == pytest.approx(1 / 1024)
-    assert result["method"] == "exact"
-    assert result["delta"] == pytest.approx(0.275)
+    assert result.statistic == 55.0
+    assert result.p_better == pytest.approx(1 / 1024)
+    assert result.method == "exact"
+    assert result.delta == pytest.approx(0.275)
 
 
 def test_identical_models_are_not_significant() -> None:
     result = paired_test([0.3, 0.5, 0.7], [0.3, 0.5, 0.7])
-    assert (result["p_value"], result["p_worse"], result["n_nonzero"]) == (1.0, 1.0, 0)
-    assert "all differences are zero" in result["method"]
+    assert (result.p_better, result.p_worse, result.n_nonzero) == (1.0, 1.0, 0)
+    assert "all differences are zero" in result.method
 
 
 def test_a_regression_is_reported_as_one() -> None:
     result = paired_test([0.8] * 8, [0.8 - 0.01 * (i + 1) for i in range(8)])
-    assert result["delta"] < 0
-    assert result["p_value"] == pytest.approx(1.0)  # not better...
-    assert result["p_worse"] == pytest.approx(1 / 2**8)  # ...and every pair worse: exact p
+    assert result.delta < 0
+    assert result.p_better == pytest.approx(1.0)  # not better...
+    assert result.p_worse == pytest.approx(1 / 2**8)  # ...and every pair worse: exact p
     rows = _rows({"push": [0.8] * 8})
     worse = _rows({"push": [0.8 - 0.01 * (i + 1) for i in range(8)]})
     comparison = compare(rows, {1: worse, 2: worse, 3: rows}, alpha=0.05)
-    assert comparison["pooled"]["push"]["significantly_worse_holm"]
-    assert not comparison["pooled"]["push"]["significant_holm"]
-    assert comparison["across_seeds"]["push"]["seeds_significantly_worse"] == 2
-    assert comparison["across_seeds"]["push"]["verdict"] == "worse"
+    assert comparison.pooled["push"].significantly_worse
+    assert not comparison.pooled["push"].significantly_better
+    assert comparison.across_seeds["push"].seeds_significantly_worse == 2
+    assert comparison.across_seeds["push"].verdict == "worse"
 
 
 def test_zeros_are_dropped_and_ties_switch_the_method() -> None:
@@ -64,10 +62,10 @@ def test_zeros_are_dropped_and_ties_switch_the_method() -> None:
     expected = wilcoxon(
         np.array(tuned), np.array(base), alternative="greater", zero_method="wilcox"
     )
-    assert result["statistic"] == pytest.approx(expected.statistic)
-    assert result["p_value"] == pytest.approx(expected.pvalue)
-    assert result["method"] == "permutation"
-    assert result["n_nonzero"] == 5
+    assert result.statistic == pytest.approx(expected.statistic)
+    assert result.p_better == pytest.approx(expected.pvalue)
+    assert result.method == "permutation"
+    assert result.n_nonzero == 5
 
 
 def test_method_follows_scipy_auto() -> None:
@@ -80,9 +78,9 @@ def test_per_task_and_overall_pairing_by_prompt_id() -> None:
     base = _rows({"extraction": [0.1, 0.2, 0.3], "push": [0.5, 0.5]})
     tuned = list(reversed(_rows({"extraction": [0.4, 0.5, 0.6], "push": [0.5, 0.5]})))
     results = compare_rows(base, tuned, alpha=0.05)
-    assert results["extraction"]["delta"] == pytest.approx(0.3)
-    assert results["push"]["delta"] == pytest.approx(0.0)
-    assert results[OVERALL]["n"] == 5
+    assert results["extraction"].delta == pytest.approx(0.3)
+    assert results["push"].delta == pytest.approx(0.0)
+    assert results[OVERALL].n == 5
     assert "sql_qa" not in results
 
 
@@ -91,8 +89,8 @@ def test_pooled_uses_the_mean_over_seeds() -> None:
     report = compare(
         base, {1: _rows({"push": [0.4, 0.2]}), 2: _rows({"push": [0.2, 0.6]})}, alpha=0.05
     )
-    assert report["pooled"]["push"]["tuned_mean"] == pytest.approx(0.35)
-    assert set(report["per_seed"]) == {"1", "2"}
+    assert report.pooled["push"].tuned_mean == pytest.approx(0.35)
+    assert set(report.per_seed) == {"1", "2"}
 
 
 def test_missing_tuned_scores_are_an_error() -> None:
@@ -123,9 +121,9 @@ def test_holm_by_hand() -> None:
 
 def test_too_few_pairs_get_a_note_not_a_meaningless_p() -> None:
     result = paired_test([0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8], alpha=0.05)
-    assert result["p_value"] is None and "cannot reach p < 0.05" in result["note"]
-    assert result["effect_size"] == 1.0  # the direction is still reported
-    assert paired_test([0.1] * 5, [0.2 + 0.01 * i for i in range(5)])["p_value"] == pytest.approx(
+    assert result.p_better is None and "cannot reach p < 0.05" in result.note
+    assert result.effect_size == 1.0  # the direction is still reported
+    assert paired_test([0.1] * 5, [0.2 + 0.01 * i for i in range(5)]).p_better == pytest.approx(
         1 / 32
     )
 
@@ -135,19 +133,10 @@ def test_verdict_needs_a_majority_of_seeds_and_holm() -> None:
     improved = _rows({"push": [0.1 * i + 0.05 * (i + 1) for i in range(10)]})
     same = _rows({"push": [0.1 * i for i in range(10)]})
     two_of_three = compare(better, {1: improved, 2: improved, 3: same}, alpha=0.05)
-    assert two_of_three["across_seeds"]["push"]["verdict"] == "better"
-    assert two_of_three["across_seeds"]["push"]["seeds_significantly_better"] == 2
+    assert two_of_three.across_seeds["push"].verdict == "better"
+    assert two_of_three.across_seeds["push"].seeds_significantly_better == 2
     one_of_three = compare(better, {1: improved, 2: same, 3: same}, alpha=0.05)
-    assert one_of_three["across_seeds"]["push"]["verdict"] == "not shown better"
-    assert one_of_three["across_seeds"]["push"]["delta_std"] > 0
+    assert one_of_three.across_seeds["push"].verdict == "not shown better"
+    assert one_of_three.across_seeds["push"].delta_std > 0
     strict = compare(better, {1: improved, 2: improved, 3: same}, alpha=0.05, majority=3)
-    assert strict["across_seeds"]["push"]["verdict"] == "not shown better"
-
-
-def test_an_eval_split_overlapping_train_is_refused() -> None:
-    train = [{"prompt_id": "a", "prompt": [{"role": "user", "content": "x"}]}]
-    assert_no_overlap(train, [{"prompt_id": "b", "prompt": [{"role": "user", "content": "y"}]}])
-    with pytest.raises(LeakageError, match="also train prompts"):
-        assert_no_overlap(train, [{"prompt_id": "a", "prompt": []}])
-    with pytest.raises(LeakageError, match=r"\['c'\]"):  # same messages, another id
-        assert_no_overlap(train, [{"prompt_id": "c", "prompt": train[0]["prompt"]}])
+    assert strict.across_seeds["push"].verdict == "not shown better"

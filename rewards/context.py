@@ -1,0 +1,54 @@
+"""What a reward may read beside the completion: one typed vocabulary for the whole product.
+
+Data prep writes these columns into every prompt row, `tucano score` takes them as a line's
+"context", and the TRL adapters and the evaluation hand them to the scorers. A key outside this
+vocabulary, or a value of the wrong type, is an error wherever it appears: a misspelled key would
+otherwise be dropped and score 0 in silence.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+
+class RewardContext(TypedDict, total=False):
+    review_text: str | None  # extraction: the review the answer is about
+    review_score: int | None  # extraction gold: the customer's stars, 1-5
+    gold_delivered_late: bool | None  # extraction gold: delivered after the estimate
+    gold_category: str | None  # extraction gold: the order's product category
+    question: str | None  # sql_qa: the business question
+    gold_sql: str | None  # sql_qa gold: run on the Olist database
+    gold_answer: str | None  # sql_qa gold: the expected rows as JSON
+    data_summary: str | None  # insights: the numbers an answer may cite
+    push_objective: str | None  # push: what the notification is for (kept for reference)
+
+
+def _value_type(hint: Any) -> type:
+    """`str | None` -> str: every key may be None (a row has no use for it)."""
+    (value_type,) = [arg for arg in typing.get_args(hint) if arg is not types.NoneType]
+    return value_type
+
+
+CONTEXT_TYPES: dict[str, type] = {
+    key: _value_type(hint) for key, hint in typing.get_type_hints(RewardContext).items()
+}
+CONTEXT_KEYS: tuple[str, ...] = tuple(CONTEXT_TYPES)
+
+
+class ContextError(ValueError):
+    """A context key outside the vocabulary, or a value of the wrong type."""
+
+
+def check_context(context: Mapping[str, Any]) -> RewardContext:
+    for key, value in context.items():
+        if key not in CONTEXT_TYPES:
+            raise ContextError(f"unknown context key {key!r}; known: {sorted(CONTEXT_TYPES)}")
+        expected = CONTEXT_TYPES[key]
+        # True is an int to Python, and 1 is no boolean: both must be what the key says.
+        wrong_kind = (expected is bool) != isinstance(value, bool)
+        if value is not None and (not isinstance(value, expected) or wrong_kind):
+            raise ContextError(f"context {key!r} must be {expected.__name__}, got {value!r}")
+    return typing.cast(RewardContext, dict(context))
