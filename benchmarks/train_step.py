@@ -13,16 +13,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
-
-# benchmarks/rewards.py would shadow the rewards package: keep this folder off the import path.
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
 PROFILES = {"cpu": "cpu_tiny.yaml"}
 
@@ -69,12 +64,12 @@ def run(profile: str, steps: int) -> None:
     from transformers import TrainerCallback
     from transformers.generation.utils import GenerationMixin
 
-    import tasks.train
+    import tasks.training.train
     from configs.recipe import CONFIG_DIR, load_recipe
-    from tasks.model import prepare_base_model
+    from tasks.core.store import ArtifactStore
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.store import ArtifactStore
+    from tasks.training.model import prepare_base_model
 
     recipe = load_recipe(CONFIG_DIR / PROFILES[profile])
     half = steps // 2
@@ -84,12 +79,12 @@ def run(profile: str, steps: int) -> None:
     timers = Timers()
     timers.wrap(GenerationMixin, "generate", "generation")
     timers.wrap(torch.optim.AdamW, "step", "optimizer")
-    original_rewards = tasks.train.reward_functions
+    original_rewards = tasks.training.train.reward_functions
 
     def timed_rewards(*args: Any, **kwargs: Any) -> list:
         return [_timed_function(fn, timers) for fn in original_rewards(*args, **kwargs)]
 
-    tasks.train.reward_functions = timed_rewards
+    tasks.training.train.reward_functions = timed_rewards
 
     class StepClock(TrainerCallback):
         stop_at: int | None = None
@@ -113,12 +108,12 @@ def run(profile: str, steps: int) -> None:
         # 1. A fresh run, stopped right after its mid-run checkpoint.
         clock.stop_at = half
         started = time.perf_counter()
-        tasks.train.train_seed(training, recipe.lora, data, base, 0, store)
+        tasks.training.train.train_seed(training, recipe.lora, data, base, 0, store)
         fresh_to_first = timers.first_step_at - started
         # 2. The same run started again: it resumes from that checkpoint.
         timers.first_step_at, clock.stop_at = None, None
         started = time.perf_counter()
-        tasks.train.train_seed(training, recipe.lora, data, base, 0, store)
+        tasks.training.train.train_seed(training, recipe.lora, data, base, 0, store)
         resume_to_first = timers.first_step_at - started
 
     # Means, so that the parts add up to the step; the first step (one-off set-up) is left out.

@@ -118,7 +118,7 @@ class LoraConfig(_Strict):
 
 
 class TaskWeightingConfig(_Strict):
-    """MT-GRPO's improvement-aware task weighting (rewards/task_weighting.py)."""
+    """MT-GRPO's improvement-aware task weighting (tasks/training/task_weighting.py)."""
 
     enabled: bool = False
     eta: float = Field(5.0, ge=0, description="How hard stagnation pulls weight.")
@@ -135,7 +135,7 @@ class EntropyGuardConfig(_Strict):
 
 
 class DynamicSamplingConfig(_Strict):
-    """Drop zero-variance prompt groups and refill the batch (tasks/dynamic_sampling.py)."""
+    """Drop zero-variance prompt groups and refill the batch (tasks/training/dynamic_sampling)."""
 
     enabled: bool = False
     max_refills: int = Field(3, ge=0, description="Extra generation rounds per step at most.")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from configs.recipe import DEFAULT_RECIPE, RecipeError, load_recipe
-from tasks.store import ArtifactStore
+from tasks.core.store import ArtifactStore
 
 # 128 + SIGTERM, what a shell reports for a process ended by the spot VM's notice.
 EXIT_TERMINATED = 143
@@ -102,7 +102,7 @@ def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], A
 
 
 def _summary(store: ArtifactStore, result: Any) -> str:
-    from tasks.manifests import Adapter, AuditResult, PreparedData, ReportArtifact
+    from tasks.core.manifests import Adapter, AuditResult, PreparedData, ReportArtifact
 
     if isinstance(result, ReportArtifact):
         return f"report: {store.uri(result.report_json)}"
@@ -120,7 +120,7 @@ def _summary(store: ArtifactStore, result: Any) -> str:
 
 def score_file(args: argparse.Namespace) -> int:
     """`tucano score`: every good line scored, every bad one named; exit 1 if any was bad."""
-    from tasks.score_logs import output_sink, score_lines, shipped_database
+    from tasks.evaluation.score_logs import output_sink, score_lines, shipped_database
 
     database = (lambda: Path(args.database)) if args.database else functools.cache(shipped_database)
     errors = 0
@@ -196,11 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     except RecipeError as exc:
         print(f"tucano: {exc}", file=sys.stderr)
         return 2
-    from tasks.audit import AuditFailed
+    from tasks.evaluation.audit import AuditFailed
+    from tasks.evaluation.report import EvalRowsError
     from tasks.prep.errors import DataTooSmall
     from tasks.prep.olist import OlistSchemaError
-    from tasks.report import EvalRowsError
-    from tasks.stopping import Preempted
+    from tasks.training.stopping import Preempted
 
     explained = (OlistSchemaError, DataTooSmall, AuditFailed, EvalRowsError)
     _quiet_console((*explained, Preempted))

@@ -24,12 +24,12 @@ from flows.fanout import RESUME_TAG, handoff_path
 from flows.parameters import PipelineRun, RetrainingRun, TrainingRun
 from flows.pipeline import prepare, run_pipeline, train_flow
 from flows.storage import in_store
-from tasks import champion as champions
-from tasks.evaluate import evaluate_model_task
-from tasks.manifests import Adapter, ReportArtifact
+from tasks.core.manifests import Adapter, ReportArtifact
+from tasks.core.store import ArtifactStore
+from tasks.evaluation import champion as champions
+from tasks.evaluation.evaluate import evaluate_model_task
 from tasks.prep.olist import fingerprint_source
-from tasks.stopping import Preempted
-from tasks.store import ArtifactStore
+from tasks.training.stopping import Preempted
 
 
 @flow(name="tucano-seeded-training", flow_run_name="seed-{run.seed}-attempt-{run.attempt}")
@@ -57,7 +57,11 @@ def pipeline(run: PipelineRun) -> ReportArtifact:
 
 @flow(name="tucano-pipeline-steps")
 def _pipeline_steps(run: PipelineRun) -> ReportArtifact:
-    return run_pipeline(run.paths(), run.training_deployment or None, run.resume_wait_s)[-1]
+    return run_pipeline(
+        run.paths(),
+        training_deployment=run.training_deployment or None,
+        resume_wait_s=run.resume_wait_s,
+    ).report
 
 
 @flow(name="tucano-scheduled-retraining")
@@ -98,14 +102,17 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         log.error("retraining refused: %s", reason)
         return decision
     # 3-7. The whole pipeline on the new data: every seed trained, evaluated, compared to base.
-    recipe, _, prepared, base, adapters, report = run_pipeline(
-        paths, run.training_deployment or None, run.resume_wait_s
+    made = run_pipeline(
+        paths,
+        training_deployment=run.training_deployment or None,
+        resume_wait_s=run.resume_wait_s,
     )
     # 8. The challenger (best seed on held-out prompts) against the champion (the base model
     # before any promotion), both evaluated on the new eval split.
+    recipe, prepared = made.recipe, made.prepared
     challenger = champions.Champion(
-        base=base,
-        adapter=champions.best_seed(adapters),
+        base=made.base,
+        adapter=champions.best_seed(made.adapters),
         promoted_at=champions.timestamp(),
         data_fingerprint=source.fingerprint,
         recipe=recipe.name,
@@ -127,7 +134,7 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         source.fingerprint,
         champion=champion.label,
         challenger=challenger.label,
-        report=store.uri(report.report_json),
+        report=store.uri(made.report.report_json),
         **{k: v for k, v in verdict.items() if k not in ("promote", "reason")},
     )
     champions.record_decision_task(decision, store)

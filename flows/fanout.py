@@ -19,8 +19,8 @@ from prefect.client.schemas.objects import FlowRun
 from prefect.client.schemas.sorting import FlowRunSort
 from prefect.deployments import run_deployment
 
-from tasks.manifests import Adapter
-from tasks.store import ArtifactStore
+from tasks.core.manifests import Adapter
+from tasks.core.store import ArtifactStore
 
 RESUME_TAG = "resume-of:"
 POLL_SECONDS = 2.0

@@ -8,15 +8,14 @@ instead of recomputing them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, load_recipe
 from flows.fanout import gather_adapters, start_seeds
-from tasks.audit import audit_gate_task
-from tasks.evaluate import evaluate_model_task
-from tasks.manifests import (
+from tasks.core.manifests import (
     Adapter,
     AuditResult,
     BaseModelArtifact,
@@ -24,12 +23,14 @@ from tasks.manifests import (
     PreparedData,
     ReportArtifact,
 )
-from tasks.model import prepare_base_model_task
+from tasks.core.store import ArtifactStore
+from tasks.evaluation.audit import audit_gate_task
+from tasks.evaluation.evaluate import evaluate_model_task
+from tasks.evaluation.report import compare_evaluations_task, publish_report_task, report_task
 from tasks.prep.build import prepare_data_task
 from tasks.prep.olist import fingerprint_source
-from tasks.report import compare_evaluations_task, publish_report_task, report_task
-from tasks.store import ArtifactStore
-from tasks.train import train_seed_task
+from tasks.training.model import prepare_base_model_task
+from tasks.training.train import train_seed_task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = str(REPO_ROOT / "data" / "olist")
@@ -115,7 +116,7 @@ def _trained(
     prepared = prepare(recipe, store, data)
     base = prepare_base_model_task(recipe.model, prepared, store)
     paths = {"config": config, "artifacts": artifacts, "data": data}
-    return recipe, store, prepared, base, train_seeds(recipe, paths, None, 0)
+    return recipe, store, prepared, base, train_seeds(recipe, paths)
 
 
 @flow(name="tucano-eval")
@@ -155,8 +156,9 @@ def compare_evaluations_flow(
 def train_seeds(
     recipe: Recipe,
     paths: dict[str, str],
-    training_deployment: str | None,
-    resume_wait_s: float,
+    *,
+    training_deployment: str | None = None,
+    resume_wait_s: float = 0,
 ) -> list[Adapter]:
     """Every seed of the recipe as its own flow run: a subflow here, or a run of the training
     deployment (on its work pool), all started at once and all waited for."""
@@ -177,9 +179,20 @@ def train_seeds(
     return gather_adapters(runs.values(), ArtifactStore(paths["artifacts"]), resume_wait_s)
 
 
+class PipelineResult(NamedTuple):
+    """What a whole pipeline run made, for the flows that go on from it (retraining)."""
+
+    recipe: Recipe
+    store: ArtifactStore
+    prepared: PreparedData
+    base: BaseModelArtifact
+    adapters: list[Adapter]
+    report: ReportArtifact
+
+
 def run_pipeline(
-    paths: dict[str, str], training_deployment: str | None = None, resume_wait_s: float = 900
-) -> tuple[Recipe, ArtifactStore, PreparedData, BaseModelArtifact, list[Adapter], ReportArtifact]:
+    paths: dict[str, str], *, training_deployment: str | None = None, resume_wait_s: float = 900
+) -> PipelineResult:
     recipe, store = _open(paths["config"], paths["artifacts"])
     # 1. Data prep: schema-checked Olist tables -> four prompt sets, eval split, SQLite copy.
     prepared = prepare(recipe, store, paths["data"])
@@ -187,10 +200,12 @@ def run_pipeline(
     audit_gate_task(recipe.audit, prepared, store)
     # 3. GRPO training: one flow run per seed.
     base = prepare_base_model_task(recipe.model, prepared, store)
-    adapters = train_seeds(recipe, paths, training_deployment, resume_wait_s)
+    adapters = train_seeds(
+        recipe, paths, training_deployment=training_deployment, resume_wait_s=resume_wait_s
+    )
     # 4-6. Evaluation of base and tuned models, Wilcoxon comparison, report.
     report = _report(recipe, store, prepared, base, adapters)
-    return recipe, store, prepared, base, adapters, report
+    return PipelineResult(recipe, store, prepared, base, adapters, report)
 
 
 @flow(name="tucano-pipeline")
@@ -203,4 +218,6 @@ def pipeline_flow(
 ) -> ReportArtifact:
     paths = {"config": config, "artifacts": artifacts, "data": data}
     # 1-6. Data, audit gate, GRPO per seed, evaluation, comparison, report.
-    return run_pipeline(paths, training_deployment, resume_wait_s)[-1]
+    return run_pipeline(
+        paths, training_deployment=training_deployment, resume_wait_s=resume_wait_s
+    ).report

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from prefect import Flow
 from prefect.filesystems import RemoteFileSystem
 
-from tasks.store import ArtifactStore
+from tasks.core.store import ArtifactStore
 
 RESULTS_FOLDER = ".prefect-results"
 F = TypeVar("F", bound=Flow[Any, Any])

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from configs.recipe import DataConfig, ModelConfig, TinyModelConfig
-from tasks.manifests import BaseModelArtifact, PreparedData
+from tasks.core.manifests import BaseModelArtifact, PreparedData
+from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
-from tasks.store import ArtifactStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_DATA = REPO_ROOT / "data" / "olist"
@@ -43,7 +43,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[ArtifactStore, P
 
 def small_training_inputs(store: ArtifactStore) -> tuple[PreparedData, BaseModelArtifact]:
     """40 train prompts and the smallest Qwen2: enough for real GRPO steps in seconds."""
-    from tasks.model import prepare_base_model
+    from tasks.training.model import prepare_base_model
 
     data = prepare_data(
         fingerprint_source(str(SHIPPED_DATA)),

@@ -7,7 +7,7 @@ import pytest
 import rewards
 from configs.recipe import AuditConfig
 from rewards import TASKS, extraction
-from tasks.audit import AUDIT_SET, audit_rewards, failure_message, load_audit_set
+from tasks.evaluation.audit import AUDIT_SET, audit_rewards, failure_message, load_audit_set
 
 
 def _db(prepared) -> str:

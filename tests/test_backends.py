@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from configs.recipe import LoraConfig, TrainingConfig
-from tasks.backends import (
+from tasks.core.store import ArtifactStore
+from tasks.training.backends import (
     PEFT,
     UNSLOTH,
     BackendError,
@@ -17,8 +18,7 @@ from tasks.backends import (
     machine_backend,
     resolve_backend,
 )
-from tasks.store import ArtifactStore
-from tasks.train import run_key
+from tasks.training.train import run_key
 
 from .conftest import small_training_inputs
 

@@ -16,7 +16,7 @@ import pytest
 from prefect import Task
 
 import tasks
-from tasks.caching import PROJECT_ROOT, ContentKey, code_digest, project_modules
+from tasks.core.caching import PROJECT_ROOT, ContentKey, code_digest, project_modules
 
 PACKAGES = ("configs", "flows", "rewards", "tasks")
 
@@ -63,12 +63,21 @@ def test_every_cached_stage_is_found() -> None:
         # The modules the hand-kept lists had left out: they decide which adapter is exported.
         (
             "train-seed",
-            {"tasks.callbacks", "tasks.stopping", "tasks.checkpoints", "tasks.dynamic_sampling"},
-            {"tasks.report", "tasks.prep.orders", "flows.pipeline"},
+            {
+                "tasks.training.callbacks",
+                "tasks.training.stopping",
+                "tasks.training.checkpoints",
+                "tasks.training.dynamic_sampling",
+            },
+            {"tasks.evaluation.report", "tasks.prep.orders", "flows.pipeline"},
         ),
-        ("report", {"tasks.eval_summary", "tasks.stats", "tasks.plots"}, {"tasks.train"}),
-        ("prepare-data", {"tasks.prep.orders", "rewards.extraction"}, {"tasks.train"}),
-        ("evaluate-model", {"tasks.model", "rewards.sql_sandbox"}, {"tasks.prep.orders"}),
+        (
+            "report",
+            {"tasks.evaluation.eval_summary", "tasks.evaluation.stats", "tasks.evaluation.plots"},
+            {"tasks.training.train"},
+        ),
+        ("prepare-data", {"tasks.prep.orders", "rewards.extraction"}, {"tasks.training.train"}),
+        ("evaluate-model", {"tasks.training.model", "rewards.sql_sandbox"}, {"tasks.prep.orders"}),
     ],
 )
 def test_a_task_s_code_is_what_it_imports(task: str, uses: set, does_not_use: set) -> None:
@@ -100,14 +109,14 @@ def test_editing_a_module_changes_exactly_the_keys_of_the_tasks_that_run_it(
 def test_comments_and_docstrings_are_no_code(project_copy: Path) -> None:
     train = project_copy / "tasks" / "train.py"
     original = train.read_text(encoding="utf-8")
-    before = code_digest("tasks.train", project_copy)
+    before = code_digest("tasks.training.train", project_copy)
     try:
         train.write_text(
             original.replace('"""Step 3', '"""Reworded: step 3', 1) + "\n# a note\n",
             encoding="utf-8",
         )
         assert train.read_text(encoding="utf-8") != original
-        assert code_digest("tasks.train", project_copy) == before
+        assert code_digest("tasks.training.train", project_copy) == before
     finally:
         train.write_text(original, encoding="utf-8")
 
@@ -135,8 +144,9 @@ def test_relative_and_lazy_imports_count(tmp_path: Path) -> None:
 def test_a_changed_trainer_starts_a_new_run(project_copy: Path, monkeypatch) -> None:
     """A run key without the code would resume the finished run and return its old adapter."""
     from configs.recipe import LoraConfig, TrainingConfig
-    from tasks import caching, train
-    from tasks.manifests import BaseModelArtifact, PreparedData
+    from tasks.core import caching
+    from tasks.core.manifests import BaseModelArtifact, PreparedData
+    from tasks.training import train
 
     data = PreparedData(fingerprint="d", folder="p", train="t", eval="e", database="db", counts={})
     base = BaseModelArtifact(fingerprint="b", source="tiny", location="m", in_store=True)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.checkpoints import RunCheckpoints
-from tasks.store import COMPLETE_MARKER, ArtifactStore
+from tasks.core.store import COMPLETE_MARKER, ArtifactStore
+from tasks.training.checkpoints import RunCheckpoints
 
 
 def _checkpoint(tmp_path: Path, step: int) -> Path:

@@ -29,7 +29,7 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from flows.deploy import GPU_DEPLOYMENTS, LOCAL_DEPLOYMENTS, ZOMBIE_AUTOMATION, deploy
 from flows.fanout import RESUME_TAG, handoff_path, successor
-from tasks.store import ArtifactStore
+from tasks.core.store import ArtifactStore
 
 from .conftest import SHIPPED_DATA
 from .servers import flow_run_pid, start_prefect_server, wait_for

@@ -4,14 +4,14 @@ import pytest
 import torch
 
 from configs.recipe import LoraConfig, TrainingConfig
-from tasks.dynamic_sampling import (
+from tasks.core.store import ArtifactStore
+from tasks.training.dynamic_sampling import (
     PromptStream,
     concat_batches,
     informative_groups,
     select_groups,
 )
-from tasks.store import ArtifactStore
-from tasks.train import train_seed
+from tasks.training.train import train_seed
 
 from .conftest import small_training_inputs
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.eval_summary import (
+from tasks.evaluation.eval_summary import (
     EXCERPT_CHARS,
     generation_summary,
     render_worst_regressions,

@@ -14,10 +14,10 @@ from transformers import GenerationConfig
 from transformers.generation.utils import GenerationMixin
 
 from configs.recipe import LoraConfig, ModelConfig, TrainingConfig
-from tasks.manifests import BaseModelArtifact
-from tasks.model import prepare_base_model
-from tasks.store import ArtifactStore
-from tasks.train import train_seed
+from tasks.core.manifests import BaseModelArtifact
+from tasks.core.store import ArtifactStore
+from tasks.training.model import prepare_base_model
+from tasks.training.train import train_seed
 
 from .conftest import SMALLEST_QWEN2
 

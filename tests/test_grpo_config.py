@@ -1,7 +1,7 @@
 """Every GRPO knob the recipe exposes reaches TRL's config unchanged."""
 
 from configs.recipe import CONFIG_DIR, load_recipe
-from tasks.train import grpo_config
+from tasks.training.train import grpo_config
 
 
 def test_v42_recipe_reaches_grpo_config(tmp_path) -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tasks.leakage import LeakageError, assert_no_overlap, leaked_prompts
+from tasks.evaluation.leakage import LeakageError, assert_no_overlap, leaked_prompts
 
 
 def _row(prompt_id: str, content: str, order_id: str | None = None) -> dict:

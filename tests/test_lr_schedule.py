@@ -9,7 +9,7 @@ import torch
 from transformers import get_scheduler
 
 from configs.recipe import CONFIG_DIR, load_recipe
-from tasks.train import grpo_config
+from tasks.training.train import grpo_config
 
 
 def _lr_curve(recipe_name: str, tmp_path, scheduler_type: str | None = None) -> list[float]:

@@ -5,14 +5,14 @@ from pathlib import Path
 import pytest
 
 from configs.recipe import CONFIG_DIR, LoraConfig, ModelConfig, load_recipe
-from tasks.model import (
+from tasks.core.store import ArtifactStore
+from tasks.training.model import (
     QuantizationError,
     build_tiny_model,
     load_model_and_tokenizer,
     prepare_base_model,
 )
-from tasks.store import ArtifactStore
-from tasks.train import train_seed
+from tasks.training.train import train_seed
 
 from .conftest import SMALLEST_QWEN2, small_training_inputs
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from configs.recipe import DataConfig
+from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import OlistSchemaError, fingerprint_source
-from tasks.store import ArtifactStore
 
 ORDERS = "olist_orders_dataset.csv"
 REVIEWS = "olist_order_reviews_dataset.csv"

@@ -32,9 +32,9 @@ import rewards
 from flows.pipeline import data_flow, pipeline_flow, train_flow
 from flows.storage import in_store
 from rewards import TASKS
-from tasks import caching
-from tasks.audit import AuditFailed
-from tasks.store import ArtifactStore
+from tasks.core import caching
+from tasks.core.store import ArtifactStore
+from tasks.evaluation.audit import AuditFailed
 
 from .conftest import REPO_ROOT, SHIPPED_DATA
 
@@ -306,8 +306,8 @@ def test_second_run_with_nothing_changed_comes_from_the_cache(first_run) -> None
 def test_editing_code_a_task_runs_recomputes_that_task_alone(
     first_run, tmp_path: Path, monkeypatch
 ) -> None:
-    """The report runs tasks.eval_summary, which the hand-kept module lists had left out: an edit
-    there must recompute the report, and nothing that does not run it."""
+    """The report runs tasks.evaluation.eval_summary, which the hand-kept module lists had left
+    out: an edit there must recompute the report, and nothing that does not run it."""
     _, config, store, _ = first_run
     project = tmp_path / "project"
     for package in ("configs", "flows", "rewards", "tasks"):
@@ -358,7 +358,7 @@ def test_data_cache_follows_content_not_location(first_run, olist_copy: Path) ->
 def test_a_failed_training_task_is_retried_and_resumes_from_its_checkpoint(
     tmp_path: Path, monkeypatch, caplog
 ) -> None:
-    from tasks import callbacks
+    from tasks.training import callbacks
 
     original = callbacks.LogSteps.on_log
     crashed = []

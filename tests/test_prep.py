@@ -5,11 +5,11 @@ from pathlib import Path
 
 from configs.recipe import DataConfig
 from rewards import TASKS
+from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
 from tasks.prep.database import query
 from tasks.prep.olist import fingerprint_source
 from tasks.prep.rows import CONTEXT_COLUMNS
-from tasks.store import ArtifactStore
 
 from .conftest import SHIPPED_DATA
 

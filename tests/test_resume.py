@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.store import ArtifactStore
+from tasks.core.store import ArtifactStore
 
 from .conftest import REPO_ROOT
 

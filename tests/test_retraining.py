@@ -15,10 +15,10 @@ import yaml
 from configs.recipe import RetrainingConfig
 from flows.deployed import scheduled_retraining
 from flows.parameters import RetrainingRun
-from tasks import champion as champions
-from tasks.manifests import BaseModelArtifact
-from tasks.model import build_tiny_model
-from tasks.store import ArtifactStore
+from tasks.core.manifests import BaseModelArtifact
+from tasks.core.store import ArtifactStore
+from tasks.evaluation import champion as champions
+from tasks.training.model import build_tiny_model
 
 from .conftest import SMALLEST_QWEN2
 from .test_pipeline import SMALL_RECIPE

@@ -14,7 +14,7 @@ from rewards import (
 from rewards.classify import classify
 from rewards.context import CONTEXT_KEYS, ContextError
 from rewards.extraction import normalize_pt_decimals, parse_json_object
-from tasks.audit import load_audit_set
+from tasks.evaluation.audit import load_audit_set
 from tasks.prep.rows import prompt_row
 
 GOOD = (

@@ -14,8 +14,8 @@ import yaml
 
 from configs.recipe import LoraConfig, TrainingConfig
 from flows.cli import main
-from tasks.store import ArtifactStore
-from tasks.train import train_seed
+from tasks.core.store import ArtifactStore
+from tasks.training.train import train_seed
 
 from .conftest import SHIPPED_DATA, small_training_inputs
 from .servers import DyingProxy, start_moto_server

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import tasks.score_logs
+import tasks.evaluation.score_logs
 from flows.cli import main
 
 SQL = (
@@ -40,7 +40,7 @@ LINES = [
 
 @pytest.fixture
 def logs(tmp_path: Path, monkeypatch) -> Path:
-    monkeypatch.setattr(tasks.score_logs, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(tasks.evaluation.score_logs, "CACHE_DIR", tmp_path / "cache")
     path = tmp_path / "logs.jsonl"
     path.write_text(
         "\n".join(line if isinstance(line, str) else json.dumps(line) for line in LINES) + "\n"
@@ -238,7 +238,7 @@ def test_each_kind_of_hostile_line_is_named_and_the_rest_scored(tmp_path: Path, 
 
 
 def _failing_on_the_second_call(monkeypatch, error: BaseException) -> None:
-    real_score, calls = tasks.score_logs.score, []
+    real_score, calls = tasks.evaluation.score_logs.score, []
 
     def score(*args, **kwargs):
         calls.append(args)
@@ -246,7 +246,7 @@ def _failing_on_the_second_call(monkeypatch, error: BaseException) -> None:
             raise error
         return real_score(*args, **kwargs)
 
-    monkeypatch.setattr(tasks.score_logs, "score", score)
+    monkeypatch.setattr(tasks.evaluation.score_logs, "score", score)
 
 
 def test_a_scorer_failing_on_one_line_costs_only_that_line(

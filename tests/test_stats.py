@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import wilcoxon
 
-from tasks.stats import (
+from tasks.evaluation.stats import (
     OVERALL,
     bootstrap_ci,
     compare,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tasks.stopping import StopRules
+from tasks.training.stopping import StopRules
 
 
 def test_keeps_the_peak_and_stops_after_patience() -> None:

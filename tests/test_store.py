@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.store import COMPLETE_MARKER, ArtifactStore
+from tasks.core.store import COMPLETE_MARKER, ArtifactStore
 
 
 def test_files_are_written_whole_and_readable(tmp_path: Path) -> None:

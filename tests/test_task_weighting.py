@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rewards.task_weighting import TaskWeighting
+from tasks.training.task_weighting import TaskWeighting
 
 TASKS = ("extraction", "sql_qa", "insights", "push")
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from configs.recipe import LoraConfig, TrainingConfig
-from tasks.callbacks import TASK_WEIGHTING_FILE
-from tasks.store import ArtifactStore
-from tasks.train import train_seed
+from tasks.core.store import ArtifactStore
+from tasks.training.callbacks import TASK_WEIGHTING_FILE
+from tasks.training.train import train_seed
 
 from .conftest import small_training_inputs
 

@@ -20,8 +20,9 @@ from prefect import task
 
 from configs.recipe import DataConfig
 from rewards import TASKS
-from tasks.caching import ContentKey
-from tasks.manifests import DataSource, PreparedData
+from tasks.core.caching import ContentKey
+from tasks.core.manifests import DataSource, PreparedData
+from tasks.core.store import ArtifactStore
 from tasks.prep.database import build_database
 from tasks.prep.errors import require
 from tasks.prep.extraction import extraction_prompt, has_review_text
@@ -31,7 +32,6 @@ from tasks.prep.orders import order_view
 from tasks.prep.push import push_prompt
 from tasks.prep.split import partition
 from tasks.prep.sql_qa import sql_prompts
-from tasks.store import ArtifactStore
 
 TRAIN_FILE, EVAL_FILE, DATABASE_FILE = "train.jsonl", "eval.jsonl", "olist.sqlite"
 

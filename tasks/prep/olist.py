@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import fsspec
 import pandas as pd
 
-from tasks.manifests import DataSource
+from tasks.core.manifests import DataSource
 
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
 

@@ -6,7 +6,7 @@ Prints two tables:
 2. the rewards' share of a real GRPO training step on the CPU tiny profile (reward functions
    timed inside TRL's step, side by side with TRL's own step_time).
 
-Usage: .venv/bin/python benchmarks/rewards.py [--seconds 3] [--steps 6]
+Usage: .venv/bin/python benchmarks/reward_throughput.py [--seconds 3] [--steps 6]
 """
 
 from __future__ import annotations
@@ -14,20 +14,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on the import path, and the file is named like
-# the package it measures: take the folder off so `import rewards` finds the package.
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-
-from configs.recipe import DEFAULT_RECIPE, load_recipe  # noqa: E402
-from rewards import TASKS, score  # noqa: E402
-from tasks.audit import load_audit_set  # noqa: E402
-from tasks.score_logs import shipped_database  # noqa: E402
+from configs.recipe import DEFAULT_RECIPE, load_recipe
+from rewards import TASKS, score
+from tasks.evaluation.audit import load_audit_set
+from tasks.evaluation.score_logs import shipped_database
 
 
 def scoring_throughput(seconds: float) -> list[tuple[str, int, float]]:
@@ -47,16 +41,16 @@ def scoring_throughput(seconds: float) -> list[tuple[str, int, float]]:
 
 def reward_share(steps: int) -> tuple[list[float], list[float]]:
     """Per-step wall time (TRL's step_time) and time spent inside the reward functions."""
-    import tasks.train
-    from tasks.model import prepare_base_model
+    import tasks.training.train
+    from tasks.core.store import ArtifactStore
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.store import ArtifactStore
+    from tasks.training.model import prepare_base_model
 
     recipe = load_recipe(DEFAULT_RECIPE)
     training = recipe.training.model_copy(update={"max_steps": steps, "save_steps": steps})
     spent: list[float] = []
-    original = tasks.train.reward_functions
+    original = tasks.training.train.reward_functions
 
     def timed_reward_functions(*args, **kwargs):
         functions = original(*args, **kwargs)
@@ -74,7 +68,7 @@ def reward_share(steps: int) -> tuple[list[float], list[float]]:
 
         return [wrap(fn) for fn in functions]
 
-    tasks.train.reward_functions = timed_reward_functions
+    tasks.training.train.reward_functions = timed_reward_functions
     with tempfile.TemporaryDirectory() as tmp:
         store = ArtifactStore(tmp)
         data = prepare_data(
@@ -83,7 +77,7 @@ def reward_share(steps: int) -> tuple[list[float], list[float]]:
             store,
         )
         base = prepare_base_model(recipe.model, data, store)
-        adapter = tasks.train.train_seed(training, recipe.lora, data, base, 0, store)
+        adapter = tasks.training.train.train_seed(training, recipe.lora, data, base, 0, store)
         history = store.read_json(adapter.log_history)
     step_times = [entry["step_time"] for entry in history if "step_time" in entry]
     per_step = len(spent) / max(1, len(step_times))

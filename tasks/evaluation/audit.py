@@ -21,9 +21,9 @@ from scipy.stats import spearmanr
 import rewards
 from configs.recipe import AuditConfig
 from rewards import TASKS, score, sql_qa
-from tasks.caching import ContentKey
-from tasks.manifests import AuditResult, PreparedData
-from tasks.store import ArtifactStore
+from tasks.core.caching import ContentKey
+from tasks.core.manifests import AuditResult, PreparedData
+from tasks.core.store import ArtifactStore
 
 AUDIT_SET = Path(__file__).resolve().parents[1] / "data" / "audit" / "audit.jsonl"
 WORST_SHOWN = 3

@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from tasks.store import ArtifactStore, digest_folder
+from tasks.core.store import ArtifactStore, digest_folder
 
 log = logging.getLogger("tucano.checkpoints")
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from rewards import TASKS
-from tasks.stats import OVERALL
+from tasks.evaluation.stats import OVERALL
 
 # Enough to see what went wrong in a regression without flooding report.md; report.json keeps
 # the full completions.

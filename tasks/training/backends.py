@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from configs.recipe import LoraConfig
-from tasks.manifests import BaseModelArtifact
-from tasks.model import load_model_and_tokenizer, load_tokenizer, model_path
-from tasks.store import ArtifactStore
+from tasks.core.manifests import BaseModelArtifact
+from tasks.core.store import ArtifactStore
+from tasks.training.model import load_model_and_tokenizer, load_tokenizer, model_path
 
 UNSLOTH, PEFT = "unsloth", "peft"
 

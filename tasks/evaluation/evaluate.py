@@ -17,10 +17,10 @@ from configs.recipe import EvalConfig
 from rewards import score
 from rewards.common import completion_text
 from rewards.context import CONTEXT_KEYS
-from tasks.caching import ContentKey, cache_token
-from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
-from tasks.model import load_model_and_tokenizer
-from tasks.store import ArtifactStore
+from tasks.core.caching import ContentKey, cache_token
+from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
+from tasks.core.store import ArtifactStore
+from tasks.training.model import load_model_and_tokenizer
 
 BASE_TAG = "base"
 

@@ -69,6 +69,15 @@ def _imported_names(name: str, file: Path, tree: ast.Module) -> set[str]:
     return names
 
 
+def direct_imports(module: str, root: Path = PROJECT_ROOT) -> set[str]:
+    """The project modules `module`'s own import statements name (not their packages)."""
+    file = module_file(module, root)
+    if file is None:
+        raise ModuleNotFoundError(f"{module} is no module of the project at {root}")
+    names = _imported_names(module, file, ast.parse(file.read_bytes()))
+    return {name for name in names if module_file(name, root) is not None} - {module}
+
+
 def _with_parents(name: str) -> list[str]:
     """Importing a.b.c runs a/__init__.py and a/b/__init__.py too."""
     parts = name.split(".")

@@ -19,10 +19,10 @@ import torch
 from transformers import TrainerCallback
 
 from rewards import SCORERS, RewardFunction
-from rewards.task_weighting import TaskWeighting
-from tasks.checkpoints import RunCheckpoints
-from tasks.stopping import StopRules
-from tasks.store import ArtifactStore
+from tasks.core.store import ArtifactStore
+from tasks.training.checkpoints import RunCheckpoints
+from tasks.training.stopping import StopRules
+from tasks.training.task_weighting import TaskWeighting
 
 log = logging.getLogger("tucano.train")
 

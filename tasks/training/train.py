@@ -19,15 +19,15 @@ from prefect import task
 
 from configs.recipe import LoraConfig, TrainingConfig
 from rewards import RewardFunction, trl_component_functions, trl_reward_functions
-from tasks.backends import UNSLOTH, load_policy, longest_sequence, machine_backend
-from tasks.caching import ContentKey, task_code_digest
-from tasks.checkpoints import RunCheckpoints
-from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
-from tasks.stopping import Preempted, StopRules
-from tasks.store import ArtifactStore
+from tasks.core.caching import ContentKey, task_code_digest
+from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
+from tasks.core.store import ArtifactStore
+from tasks.training.backends import UNSLOTH, load_policy, longest_sequence, machine_backend
+from tasks.training.checkpoints import RunCheckpoints
+from tasks.training.stopping import Preempted, StopRules
 
 if TYPE_CHECKING:
-    from tasks.callbacks import CheckpointOnSigterm, KeepBest
+    from tasks.training.callbacks import CheckpointOnSigterm, KeepBest
 
 log = logging.getLogger("tucano.train")
 
@@ -157,7 +157,7 @@ def _prompt_sampling(
         from trl import GRPOTrainer
 
         return GRPOTrainer, {}, []
-    from tasks import dynamic_sampling
+    from tasks.training import dynamic_sampling
 
     stream = dynamic_sampling.PromptStream(train_rows, seed, resume)
     extra = {"prompt_stream": stream, "max_refills": training.dynamic_sampling.max_refills}
@@ -188,7 +188,7 @@ def build_trainer(
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
 
-    from tasks import callbacks
+    from tasks.training import callbacks
 
     functions = reward_functions(training, str(data.local_database(store)))
     folder = f"runs/{key}"
@@ -263,7 +263,7 @@ def run_trainer(run: SeedRun) -> None:
 def export_adapter(run: SeedRun) -> Adapter:
     """The run's adapter: the best by held-out reward, the final one when nothing was evaluated;
     with the run's summary and log history beside it in the store."""
-    from tasks.callbacks import BEST_FOLDER
+    from tasks.training.callbacks import BEST_FOLDER
 
     state, rules = run.trainer.state, run.keep_best.rules
     run.store.write_json(f"{run.folder}/log_history.json", state.log_history)

@@ -12,7 +12,7 @@ matplotlib.use("Agg")  # files only; no display on workers or CI
 import matplotlib.pyplot as plt
 
 from rewards import TASKS
-from tasks.stats import PairedTest
+from tasks.evaluation.stats import PairedTest
 
 BASE_COLOR, TUNED_COLOR = "#8c8c8c", "#1f77b4"
 

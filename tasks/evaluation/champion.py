@@ -16,11 +16,11 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from configs.recipe import RetrainingConfig, load_recipe
-from tasks.leakage import leaked_prompts
-from tasks.manifests import Adapter, BaseModelArtifact, PreparedData
-from tasks.report import fmt
-from tasks.stats import PairedTest, compare_rows
-from tasks.store import ArtifactStore
+from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
+from tasks.core.store import ArtifactStore
+from tasks.evaluation.leakage import leaked_prompts
+from tasks.evaluation.report import fmt
+from tasks.evaluation.stats import PairedTest, compare_rows
 
 CURRENT = "champion/current.json"
 HISTORY = "champion/history"

@@ -16,9 +16,9 @@ from typing import Any
 from prefect import task
 
 from configs.recipe import ModelConfig, TinyModelConfig
-from tasks.caching import ContentKey
-from tasks.manifests import BaseModelArtifact, PreparedData
-from tasks.store import ArtifactStore
+from tasks.core.caching import ContentKey
+from tasks.core.manifests import BaseModelArtifact, PreparedData
+from tasks.core.store import ArtifactStore
 
 # Qwen2.5's chat tokens, so prompts are laid out the same way for the tiny and the real model.
 PAD_TOKEN, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"

@@ -10,7 +10,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
 
-from tasks.store import ArtifactStore
+from tasks.core.store import ArtifactStore
 
 
 class Manifest(BaseModel):

@@ -19,18 +19,19 @@ from prefect.artifacts import (
 
 from configs.recipe import CompareConfig, Recipe
 from rewards import TASKS
-from tasks import plots
-from tasks.caching import ContentKey, cache_token
-from tasks.eval_summary import (
+from tasks.core.caching import ContentKey, cache_token
+from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
+from tasks.core.store import ArtifactStore
+from tasks.evaluation import plots
+from tasks.evaluation.eval_summary import (
     generation_summary,
     last_user_message,
     render_generation_summary,
     render_worst_regressions,
     worst_regressions,
 )
-from tasks.leakage import assert_no_overlap
-from tasks.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
-from tasks.stats import (
+from tasks.evaluation.leakage import assert_no_overlap
+from tasks.evaluation.stats import (
     OVERALL,
     AcrossSeeds,
     Comparison,
@@ -38,7 +39,6 @@ from tasks.stats import (
     compare,
     seed_average,
 )
-from tasks.store import ArtifactStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
