@@ -21,11 +21,11 @@ from scipy.stats import spearmanr
 import rewards
 from configs.recipe import AuditConfig
 from rewards import TASKS, score, sql_qa
-from tasks.core.caching import ContentKey
+from tasks.core.caching import PROJECT_ROOT, ContentKey
 from tasks.core.manifests import AuditResult, PreparedData
 from tasks.core.store import ArtifactStore
 
-AUDIT_SET = Path(__file__).resolve().parents[1] / "data" / "audit" / "audit.jsonl"
+AUDIT_SET = PROJECT_ROOT / "data" / "audit" / "audit.jsonl"
 WORST_SHOWN = 3
 
 

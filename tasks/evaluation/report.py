@@ -19,7 +19,7 @@ from prefect.artifacts import (
 
 from configs.recipe import CompareConfig, Recipe
 from rewards import TASKS
-from tasks.core.caching import ContentKey, cache_token
+from tasks.core.caching import PROJECT_ROOT, ContentKey, cache_token
 from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
 from tasks.core.store import ArtifactStore
 from tasks.evaluation import plots
@@ -40,13 +40,15 @@ from tasks.evaluation.stats import (
     seed_average,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 
 def git_commit() -> str | None:
     try:
         return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "HEAD"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None

@@ -23,10 +23,11 @@ from typing import Any, BinaryIO, NoReturn
 from rewards import SCORERS, score
 from rewards.classify import classify
 from rewards.context import ContextError, RewardContext, check_context
+from tasks.core.caching import PROJECT_ROOT
 from tasks.prep.database import build_database
 from tasks.prep.olist import fingerprint_source, load_tables
 
-SHIPPED_DATA = Path(__file__).resolve().parents[1] / "data" / "olist"
+SHIPPED_DATA = PROJECT_ROOT / "data" / "olist"
 CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tucano"
 
 # JSON's own whitespace: a line of only these is blank; any other byte makes it a line to score.
