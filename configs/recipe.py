@@ -49,7 +49,7 @@ class DataConfig(_Strict):
         lt=1,
         description="Share of orders, SQL questions and data-summary slices on the eval side of "
         "the split, by a hash of each one's own key: as the data grows, nothing changes side. "
-        "Changing it moves items across the split (scheduled retraining then refuses to run).",
+        "Raising it moves train items into eval, which scheduled retraining then refuses.",
     )
 
     @model_validator(mode="after")

@@ -165,7 +165,9 @@ class _ExplainedByTheCommand(logging.Filter):
         if not record.name.startswith(("prefect.task_runs", "prefect.flow_runs")):
             return True
         if record.exc_info and isinstance(record.exc_info[1], self.errors):
-            self.reasons.add(str(record.exc_info[1]))
+            reason = str(record.exc_info[1])
+            # The state lines quote it as a repr: a newline or a quote comes escaped there.
+            self.reasons.update(text for text in (reason, repr(reason)[1:-1]) if text)
             return False
         # The "Finished in state Failed(...)" lines quote the same reason, without the error.
         message = record.getMessage()

@@ -92,9 +92,7 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         champions.champion_history(store), new_eval, store
     )
     if trained_on:
-        reason = "the new eval split holds prompts a champion trained on: " + "; ".join(
-            f"{label}: {len(ids)} (e.g. {', '.join(ids[:3])})" for label, ids in trained_on.items()
-        )
+        reason = champions.refusal_reason(trained_on)
         decision = champions.new_decision(
             "refused", reason, source.fingerprint, trained_on_eval_prompts=trained_on
         )

@@ -15,11 +15,11 @@ from typing import Any, TypedDict
 
 
 class RewardContext(TypedDict, total=False):
-    review_text: str | None  # extraction: the review the answer is about
+    review_text: str | None  # extraction: the review (for people reading logs; no rule yet)
     review_score: int | None  # extraction gold: the customer's stars, 1-5
     gold_delivered_late: bool | None  # extraction gold: delivered after the estimate
     gold_category: str | None  # extraction gold: the order's product category
-    question: str | None  # sql_qa: the business question
+    question: str | None  # sql_qa: the business question (for people reading logs)
     gold_sql: str | None  # sql_qa gold: run on the Olist database
     gold_answer: str | None  # sql_qa gold: the expected rows as JSON
     data_summary: str | None  # insights: the numbers an answer may cite

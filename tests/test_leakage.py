@@ -34,3 +34,21 @@ def test_an_eval_split_overlapping_train_is_refused() -> None:
     assert_no_overlap(TRAIN, [_row("b", "y")])
     with pytest.raises(LeakageError, match=r"also train prompts \(e.g. \['c'\]\)"):
         assert_no_overlap(TRAIN, [_row("c", "x")])
+
+
+def test_a_champion_without_a_training_record_cannot_be_cleared(tmp_path) -> None:
+    """Champions promoted before they recorded their training data: nothing proves the new eval
+    split is clean of their prompts, so the retraining must refuse, and say what to do."""
+    from tasks.core.manifests import Adapter, BaseModelArtifact
+    from tasks.core.store import ArtifactStore
+    from tasks.evaluation.champion import Champion, eval_prompts_trained_on, refusal_reason
+
+    base = BaseModelArtifact(fingerprint="b", source="tiny", location="m", in_store=True)
+    adapter = Adapter(
+        fingerprint="a", seed=1, run_key="k", folder="runs/k/best", log_history="h", global_step=2
+    )
+    legacy = Champion(base=base, adapter=adapter, promoted_at="t", data_fingerprint="d", recipe="r")
+    base_model = legacy.model_copy(update={"adapter": None})
+    found = eval_prompts_trained_on([base_model, legacy], [_row("b", "y")], ArtifactStore(tmp_path))
+    assert found == {legacy.label: None}
+    assert "has no record of what it trained on" in refusal_reason(found)

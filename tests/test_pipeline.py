@@ -40,6 +40,16 @@ from .conftest import REPO_ROOT, SHIPPED_DATA
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
+# Every stage whose result is cached, in DAG order (the report last).
+CACHED_STAGES = (
+    "prepare-data",
+    "reward-audit",
+    "prepare-base-model",
+    "train-seed",
+    "evaluate-model",
+    "report",
+)
+
 SMALL_RECIPE = {
     "name": "test_tiny",
     "seeds": [1, 2],
@@ -291,14 +301,7 @@ def test_second_run_with_nothing_changed_comes_from_the_cache(first_run) -> None
     )
     assert second.result() == first.result()
     states = _task_states(second)
-    for prefix in (
-        "prepare-data",
-        "reward-audit",
-        "prepare-base-model",
-        "train-seed",
-        "evaluate-model",
-        "report",
-    ):
+    for prefix in CACHED_STAGES:
         assert _states_of(states, prefix), prefix
         assert set(_states_of(states, prefix)) == {"Cached"}, prefix
 
@@ -312,7 +315,7 @@ def test_editing_code_a_task_runs_recomputes_that_task_alone(
     project = tmp_path / "project"
     for package in ("configs", "flows", "rewards", "tasks"):
         shutil.copytree(REPO_ROOT / package, project / package)
-    edited = project / "tasks" / "eval_summary.py"
+    edited = project / "tasks" / "evaluation" / "eval_summary.py"
     edited.write_text(edited.read_text(encoding="utf-8") + "\n_EDITED = 1\n", encoding="utf-8")
     monkeypatch.setattr(caching, "PROJECT_ROOT", project)
     caching.task_code_digest.cache_clear()
@@ -324,13 +327,7 @@ def test_editing_code_a_task_runs_recomputes_that_task_alone(
         caching.task_code_digest.cache_clear()
     states = _task_states(state)
     assert set(_states_of(states, "report")) == {"Completed"}
-    for prefix in (
-        "prepare-data",
-        "reward-audit",
-        "prepare-base-model",
-        "train-seed",
-        "evaluate-model",
-    ):
+    for prefix in CACHED_STAGES[:-1]:
         assert set(_states_of(states, prefix)) == {"Cached"}, prefix
 
 

@@ -5,11 +5,11 @@ from pathlib import Path
 
 from configs.recipe import DataConfig
 from rewards import TASKS
+from rewards.context import CONTEXT_KEYS
 from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
 from tasks.prep.database import query
 from tasks.prep.olist import fingerprint_source
-from tasks.prep.rows import CONTEXT_COLUMNS
 
 from .conftest import SHIPPED_DATA
 
@@ -33,7 +33,7 @@ def test_every_row_is_a_chat_prompt_with_its_task_and_context_columns(prepared) 
     for row in _rows(prepared, "train") + _rows(prepared, "eval"):
         assert row["task"] in TASKS
         assert [m["role"] for m in row["prompt"]] == ["system", "user"]
-        assert set(CONTEXT_COLUMNS) <= set(row)
+        assert {"order_id", "review_id", *CONTEXT_KEYS} <= set(row)
 
 
 def test_no_order_review_or_prompt_is_in_both_splits(prepared) -> None:

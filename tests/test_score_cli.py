@@ -142,6 +142,8 @@ HOSTILE = [
     ),
     (b'{"completion": "\xff"}', "not UTF-8: invalid start byte (byte offset 16)"),
     (b'{"task": ["push"], "completion": "x"}', "unknown task ['push']"),
+    (b'{"completion": "x", "context": []}', "'context' must be an object"),
+    (b'{"completion": "x", "context": {"review_scor": 5}}', "unknown context key 'review_scor'"),
     (b"1" * 5_000, "not JSON: Exceeds the limit (4300 digits) for integer string conversion"),
     (b'{"completion": "x"', "not JSON: Expecting ',' delimiter (column 19)"),
     (b"\x0c", "not JSON: Expecting value (column 1)"),
@@ -235,6 +237,13 @@ def test_each_kind_of_hostile_line_is_named_and_the_rest_scored(tmp_path: Path, 
     first, last = _read_jsonl(out.read_bytes())
     assert first["completion"] == long["completion"]
     assert last["\ufffd"] == 1 and last["completion"] == "ok"
+
+
+def test_a_byte_order_mark_opening_the_file_is_no_bad_line(tmp_path: Path) -> None:
+    source, out = tmp_path / "logs.jsonl", tmp_path / "scored.jsonl"
+    source.write_bytes(b'\xef\xbb\xbf{"task": "push", "completion": "Oi"}\n')
+    assert main(["score", "--input", str(source), "--output", str(out)]) == 0
+    assert [row["task"] for row in _read_jsonl(out.read_bytes())] == ["push"]
 
 
 def _failing_on_the_second_call(monkeypatch, error: BaseException) -> None:

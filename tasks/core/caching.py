@@ -5,7 +5,8 @@ imports, transitively, found by reading the import statements (also those inside
 no hand-kept list can drift; and (b) its inputs, where a manifest stands for its content
 fingerprint and the artifact store for nothing at all. Moving the data folder or the checkout
 changes no key; editing one CSV, one config value or one line of code a task runs changes exactly
-the keys of the tasks that depend on it.
+the keys of the tasks that depend on it (import it, transitively). The code is read as Python's
+syntax tree, whose form belongs to the interpreter: another Python minor version gives other keys.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def cache_token(value: Any) -> Any:
 
 # The checkout whose packages count as "the project": modules outside it (the standard library,
 # torch, trl, ...) are pinned by the environment, not fingerprinted here.
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def module_file(name: str, root: Path) -> Path | None:

@@ -83,18 +83,32 @@ def champion_history(store: ArtifactStore) -> list[Champion]:
 
 def eval_prompts_trained_on(
     history: list[Champion], eval_rows: list[dict[str, Any]], store: ArtifactStore
-) -> dict[str, list[str]]:
-    """Per champion of the history, the eval prompts its adapter trained on (or the reason they
-    cannot be known). Any one makes a champion-vs-challenger comparison on them meaningless."""
-    found: dict[str, list[str]] = {}
+) -> dict[str, list[str] | None]:
+    """Per champion of the history, the eval prompts its adapter trained on, or None where that
+    cannot be known. Any one makes a champion-vs-challenger comparison on them meaningless."""
+    found: dict[str, list[str] | None] = {}
     for model in history:
         if model.adapter is None:
             continue  # a base model was trained on none of this data
         if model.trained_on is None:
-            found[model.label] = ["(unknown: its record names no training data)"]
+            found[model.label] = None
         elif leaked := leaked_prompts(store.read_jsonl(model.trained_on.train), eval_rows):
             found[model.label] = leaked
     return found
+
+
+def refusal_reason(found: dict[str, list[str] | None]) -> str:
+    """Why a retraining cannot compare on this eval split, and what a person can do about it."""
+    parts = [
+        f"{label} trained on {len(ids)} of its prompts (e.g. {', '.join(ids[:3])})"
+        if ids is not None
+        else f"{label} has no record of what it trained on (promoted before champions kept one)"
+        for label, ids in found.items()
+    ]
+    return (
+        f"the new eval split may hold prompts a champion trained on: {'; '.join(parts)}. "
+        "Keep data.eval_share as it was, or start a new champion history (move champion/ aside)"
+    )
 
 
 def best_seed(adapters: list[Adapter]) -> Adapter:

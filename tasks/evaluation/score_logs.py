@@ -32,6 +32,7 @@ CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tu
 
 # JSON's own whitespace: a line of only these is blank; any other byte makes it a line to score.
 JSON_WHITESPACE = b" \t\r\n"
+UTF8_BOM = b"\xef\xbb\xbf"
 # A JSON escape such as "\ud800" decodes to a lone surrogate, which no UTF-8 can carry.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # An error message quotes the offending value; a 10 MB one would bury the report.
@@ -66,7 +67,9 @@ def shipped_database(data: Path = SHIPPED_DATA, cache_dir: Path | None = None) -
 
 
 def _context(record: dict[str, Any]) -> RewardContext:
-    context = record.get("context") or {}
+    context = record.get("context")
+    if context is None:
+        return {}
     if not isinstance(context, dict):
         raise BadLine("'context' must be an object")
     try:
@@ -150,6 +153,8 @@ def score_lines(
 ) -> Iterator[tuple[int, bytes | None, str | None]]:
     """(line number, output line or None, error or None) for every non-blank line."""
     for number, raw in enumerate(lines, start=1):
+        if number == 1:
+            raw = raw.removeprefix(UTF8_BOM)  # editors on Windows start UTF-8 files with one
         if not raw.strip(JSON_WHITESPACE):
             continue
         try:

@@ -11,10 +11,6 @@ from typing import Any
 
 from rewards.context import CONTEXT_KEYS, ContextError, check_context
 
-# What a prompt is about, so that no order or review is in both splits; not read by any reward.
-SOURCE_COLUMNS: tuple[str, ...] = ("order_id", "review_id")
-CONTEXT_COLUMNS: tuple[str, ...] = SOURCE_COLUMNS + CONTEXT_KEYS
-
 
 def prompt_row(
     *,
@@ -22,6 +18,7 @@ def prompt_row(
     task: str,
     system: str,
     user: str,
+    # What the prompt is about, so that no order or review is in both splits; no reward reads them.
     order_id: str | None = None,
     review_id: str | None = None,
     **context: Any,

@@ -27,7 +27,9 @@ def eval_side(key: str, eval_share: float) -> bool:
     return int.from_bytes(digest[:8], "big") / _HASH_SCALE < eval_share
 
 
-def partition(items: Iterable[T], key: Callable[[T], str], eval_share: float) -> tuple[list, list]:
+def partition(
+    items: Iterable[T], key: Callable[[T], str], eval_share: float
+) -> tuple[list[T], list[T]]:
     """(eval side, train side), each in the order the items came."""
     eval_items: list[T] = []
     train_items: list[T] = []
