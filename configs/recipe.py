@@ -182,6 +182,28 @@ class TrainingConfig(_Strict):
     logging_steps: int = Field(1, gt=0)
 
 
+class SftConfig(_Strict):
+    """Supervised fine-tuning before GRPO: the model learns the tasks' answer formats from the
+    reference answers of the train split, and GRPO starts from the merged result."""
+
+    enabled: bool = Field(False, description="Run SFT before GRPO (a base model needs it).")
+    completions: Literal["reference"] = Field(
+        "reference",
+        description="Where the SFT targets come from: reference = built by rule from the real "
+        "data of each prompt (tasks/prep/references.py).",
+    )
+    full_finetune: bool = Field(
+        False, description="Train every weight (a tiny model) instead of a LoRA adapter (lora:)."
+    )
+    learning_rate: float = Field(2e-4, gt=0)
+    max_steps: int = Field(200, gt=0)
+    batch_size: int = Field(8, gt=0)
+    save_steps: int = Field(50, gt=0)
+    keep_checkpoints: int = Field(2, gt=0)
+    max_length: int = Field(1024, gt=0, description="Prompt + answer tokens; longer is cut.")
+    seed: int = 0
+
+
 class EvalConfig(_Strict):
     # The seed compared models at temperature 0.1; greedy (do_sample false) is the stricter option.
     temperature: float = Field(0.1, gt=0)
@@ -219,6 +241,7 @@ class Recipe(_Strict):
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
+    sft: SftConfig = Field(default_factory=SftConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     evaluation: EvalConfig = Field(default_factory=EvalConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)

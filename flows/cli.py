@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         ("pipeline", "the whole DAG: data, audit, train every seed, eval, compare, report"),
         ("data", "step 1: prepare the prompt sets and the SQLite database"),
         ("audit", "step 2: the reward audit gate"),
+        ("sft", "step 3a: supervised fine-tuning on the reference answers (recipe sft:)"),
         ("train", "step 3: GRPO training of one seed"),
         ("eval", "step 4: evaluate the base model and every seed's tuned model"),
         ("compare", "steps 5-6: Wilcoxon comparison and report"),
@@ -91,6 +92,7 @@ def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], A
             "pipeline": pipeline.pipeline_flow,
             "data": pipeline.data_flow,
             "audit": pipeline.audit_flow,
+            "sft": pipeline.sft_flow,
             "train": pipeline.train_flow,
             "eval": pipeline.eval_flow,
             "compare": pipeline.compare_flow,
@@ -102,7 +104,13 @@ def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], A
 
 
 def _summary(store: ArtifactStore, result: Any) -> str:
-    from tasks.core.manifests import Adapter, AuditResult, PreparedData, ReportArtifact
+    from tasks.core.manifests import (
+        Adapter,
+        AuditResult,
+        BaseModelArtifact,
+        PreparedData,
+        ReportArtifact,
+    )
 
     if isinstance(result, ReportArtifact):
         return f"report: {store.uri(result.report_json)}"
@@ -114,8 +122,10 @@ def _summary(store: ArtifactStore, result: Any) -> str:
         )
     if isinstance(result, AuditResult):
         return "reward audit passed"
-    base_eval, tuned = result
-    return "eval rows: " + ", ".join(store.uri(e.rows) for e in [base_eval, *tuned])
+    if isinstance(result, BaseModelArtifact):
+        return f"model GRPO starts from ({result.source}): {store.uri(result.location)}"
+    evaluated = [result.before_sft, result.base, *result.tuned]
+    return "eval rows: " + ", ".join(store.uri(e.rows) for e in evaluated if e is not None)
 
 
 def score_file(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ from tasks.evaluation.report import compare_evaluations_task, publish_report_tas
 from tasks.prep.build import prepare_data_task
 from tasks.prep.olist import fingerprint_source
 from tasks.training.model import prepare_base_model_task
+from tasks.training.sft import train_sft_task
 from tasks.training.train import train_seed_task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,27 +46,63 @@ def prepare(recipe: Recipe, store: ArtifactStore, data: str) -> PreparedData:
     return prepare_data_task(fingerprint_source(data), recipe.data, store)
 
 
+class StartingModel(NamedTuple):
+    """The model GRPO starts from, and, when the recipe fine-tunes first, the raw base model
+    that SFT started from (evaluated too, so the report shows what SFT did)."""
+
+    model: BaseModelArtifact
+    before_sft: BaseModelArtifact | None
+
+
+def starting_model(recipe: Recipe, store: ArtifactStore, prepared: PreparedData) -> StartingModel:
+    base = prepare_base_model_task(recipe.model, prepared, store)
+    if not recipe.sft.enabled:
+        return StartingModel(base, None)
+    # SFT on the train split's reference answers, merged into the weights GRPO starts from.
+    return StartingModel(train_sft_task(recipe.sft, recipe.lora, prepared, base, store), base)
+
+
+class Evaluations(NamedTuple):
+    base: EvalRows
+    tuned: list[EvalRows]
+    before_sft: EvalRows | None
+
+
 def _evaluate(
     recipe: Recipe,
     store: ArtifactStore,
     prepared: PreparedData,
-    base: BaseModelArtifact,
+    start: StartingModel,
     adapters: list[Adapter],
-) -> tuple[EvalRows, list[EvalRows]]:
-    base_eval = evaluate_model_task(recipe.evaluation, prepared, base, None, store)
-    tuned = [evaluate_model_task(recipe.evaluation, prepared, base, a, store) for a in adapters]
-    return base_eval, tuned
+) -> Evaluations:
+    def evaluate(model: BaseModelArtifact, adapter: Adapter | None) -> EvalRows:
+        return evaluate_model_task(recipe.evaluation, prepared, model, adapter, store)
+
+    return Evaluations(
+        base=evaluate(start.model, None),
+        tuned=[evaluate(start.model, adapter) for adapter in adapters],
+        before_sft=evaluate(start.before_sft, None) if start.before_sft else None,
+    )
 
 
 def _report(
     recipe: Recipe,
     store: ArtifactStore,
     prepared: PreparedData,
-    base: BaseModelArtifact,
+    start: StartingModel,
     adapters: list[Adapter],
 ) -> ReportArtifact:
-    base_eval, tuned = _evaluate(recipe, store, prepared, base, adapters)
-    report = report_task(recipe, prepared, base, adapters, base_eval, tuned, store)
+    evaluations = _evaluate(recipe, store, prepared, start, adapters)
+    report = report_task(
+        recipe,
+        prepared,
+        start.model,
+        adapters,
+        evaluations.base,
+        evaluations.tuned,
+        store,
+        evaluations.before_sft,
+    )
     publish_report_task(report, store)
     get_run_logger().info("report: %s", store.uri(report.report_json))
     return report
@@ -103,30 +140,43 @@ def train_flow(
     prepared = prepare(recipe, store, data)
     # 2. Reward audit gate: nothing trains on rewards that disagree with people.
     audit_gate_task(recipe.audit, prepared, store)
-    # 3. GRPO training of one seed from the base model.
-    base = prepare_base_model_task(recipe.model, prepared, store)
+    # 3. GRPO training of one seed from the base model (the SFT model, with SFT).
+    base = starting_model(recipe, store, prepared).model
     return train_seed_task(recipe.training, recipe.lora, prepared, base, seed, store)
+
+
+@flow(name="tucano-sft")
+def sft_flow(
+    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+) -> BaseModelArtifact:
+    recipe, store = _open(config, artifacts)
+    # 1. Data prep (cached when unchanged).
+    prepared = prepare(recipe, store, data)
+    # 2. Reward audit gate: the SFT targets are checked by the same rewards.
+    audit_gate_task(recipe.audit, prepared, store)
+    # 3a. The base model, then SFT on the reference answers (the base model when SFT is off).
+    return starting_model(recipe, store, prepared).model
 
 
 def _trained(
     config: str, artifacts: str, data: str
-) -> tuple[Recipe, ArtifactStore, PreparedData, BaseModelArtifact, list[Adapter]]:
+) -> tuple[Recipe, ArtifactStore, PreparedData, StartingModel, list[Adapter]]:
     """Steps 1-3 for every seed of the recipe: cached results when they exist."""
     recipe, store = _open(config, artifacts)
     prepared = prepare(recipe, store, data)
-    base = prepare_base_model_task(recipe.model, prepared, store)
+    start = starting_model(recipe, store, prepared)
     paths = {"config": config, "artifacts": artifacts, "data": data}
-    return recipe, store, prepared, base, train_seeds(recipe, paths)
+    return recipe, store, prepared, start, train_seeds(recipe, paths)
 
 
 @flow(name="tucano-eval")
 def eval_flow(
     config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
-) -> tuple[EvalRows, list[EvalRows]]:
+) -> Evaluations:
     # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
-    recipe, store, prepared, base, adapters = _trained(config, artifacts, data)
+    recipe, store, prepared, start, adapters = _trained(config, artifacts, data)
     # 4. Evaluation of the base model and every seed's tuned model on the eval split.
-    return _evaluate(recipe, store, prepared, base, adapters)
+    return _evaluate(recipe, store, prepared, start, adapters)
 
 
 @flow(name="tucano-compare")
@@ -134,9 +184,9 @@ def compare_flow(
     config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
 ) -> ReportArtifact:
     # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
-    recipe, store, prepared, base, adapters = _trained(config, artifacts, data)
+    recipe, store, prepared, start, adapters = _trained(config, artifacts, data)
     # 4-6. Evaluation (cached when done), Wilcoxon comparison per task and overall, report.
-    return _report(recipe, store, prepared, base, adapters)
+    return _report(recipe, store, prepared, start, adapters)
 
 
 @flow(name="tucano-compare-evaluations")
@@ -198,14 +248,14 @@ def run_pipeline(
     prepared = prepare(recipe, store, paths["data"])
     # 2. Reward audit gate: stops the run here, before any training, if it fails.
     audit_gate_task(recipe.audit, prepared, store)
-    # 3. GRPO training: one flow run per seed.
-    base = prepare_base_model_task(recipe.model, prepared, store)
+    # 3. SFT when the recipe has it, then GRPO: one flow run per seed.
+    start = starting_model(recipe, store, prepared)
     adapters = train_seeds(
         recipe, paths, training_deployment=training_deployment, resume_wait_s=resume_wait_s
     )
     # 4-6. Evaluation of base and tuned models, Wilcoxon comparison, report.
-    report = _report(recipe, store, prepared, base, adapters)
-    return PipelineResult(recipe, store, prepared, base, adapters, report)
+    report = _report(recipe, store, prepared, start, adapters)
+    return PipelineResult(recipe, store, prepared, start.model, adapters, report)
 
 
 @flow(name="tucano-pipeline")

@@ -45,6 +45,7 @@ CACHED_STAGES = (
     "prepare-data",
     "reward-audit",
     "prepare-base-model",
+    "sft",
     "train-seed",
     "evaluate-model",
     "report",
@@ -67,6 +68,16 @@ SMALL_RECIPE = {
             "intermediate_size": 128,
             "tokenizer_vocab_size": 1024,
         },
+    },
+    # SFT on the reference answers, for real, but only a few steps of it.
+    "sft": {
+        "enabled": True,
+        "full_finetune": True,
+        "learning_rate": 1e-3,
+        "max_steps": 4,
+        "save_steps": 2,
+        "batch_size": 4,
+        "max_length": 512,
     },
     "training": {
         "learning_rate": 5e-4,
@@ -161,6 +172,11 @@ def test_pipeline_writes_a_complete_report(first_run) -> None:
     markdown = store.read_text(report_artifact.report_md)
     assert "| **OVERALL** | 22 |" in markdown
     assert len(report["plots"]) == 3
+    # The raw base model against the SFT model GRPO started from, in its own section.
+    assert report["base_model"]["source"] == "sft"
+    assert set(report["sft"]["comparison"]) == {*TASKS, "overall"}
+    assert set(report["sft"]["generation"]) == {"raw base", "SFT"}
+    assert "## Raw base -> SFT (the model GRPO starts from)" in markdown
     for path in report["plots"]:
         assert store.read_bytes(path).startswith(b"\x89PNG")  # a real PNG
         assert f"]({path.rsplit('/', 1)[1]})" in markdown
@@ -336,7 +352,7 @@ def test_changing_an_eval_setting_recomputes_only_evaluation(first_run) -> None:
     config = _write_recipe(root / "hotter.yaml", evaluation={"temperature": 0.7})
     state = in_store(pipeline_flow, store)(config, store.root, str(SHIPPED_DATA), return_state=True)
     states = _task_states(state)
-    for prefix in ("prepare-data", "reward-audit", "prepare-base-model", "train-seed"):
+    for prefix in CACHED_STAGES[:-2]:
         assert set(_states_of(states, prefix)) == {"Cached"}, prefix
     assert set(_states_of(states, "evaluate-model")) == {"Completed"}
 

@@ -81,9 +81,11 @@ def _fenced(text: str) -> str:
     return f"{fence}text\n{excerpt}\n{fence}"
 
 
-def render_generation_summary(summary: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+def render_generation_summary(
+    summary: dict[str, dict[str, dict[str, Any]]], title: str = "Answer lengths and truncation"
+) -> list[str]:
     lines = [
-        "## Answer lengths and truncation",
+        f"## {title}",
         "",
         "| Model | Task | n | Mean tokens | Max tokens | Truncated | Mean score |",
         "|---|---|---:|---:|---:|---:|---:|",

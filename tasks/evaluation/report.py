@@ -37,6 +37,7 @@ from tasks.evaluation.stats import (
     Comparison,
     PairedTest,
     compare,
+    compare_rows,
     seed_average,
 )
 
@@ -147,7 +148,25 @@ def _sample_sections(report: dict[str, Any]) -> list[str]:
 
 
 def _as_json(report: dict[str, Any]) -> dict[str, Any]:
-    return {**report, "comparison": report["comparison"].model_dump()}
+    out = {**report, "comparison": report["comparison"].model_dump()}
+    if report.get("sft"):
+        results = report["sft"]["comparison"]
+        out["sft"] = {
+            **report["sft"],
+            "comparison": {t: r.model_dump() for t, r in results.items()},
+        }
+    return out
+
+
+def _sft_section(sft: dict[str, Any]) -> list[str]:
+    """What SFT taught: the raw base model against the SFT model GRPO started from."""
+    return [
+        "## Raw base -> SFT (the model GRPO starts from)",
+        "",
+        _markdown_table(sft["comparison"]),
+        "",
+        *render_generation_summary(sft["generation"], "Raw base -> SFT: answer lengths"),
+    ]
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -169,9 +188,21 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for seed, results in comparison.per_seed.items():
         parts += ["", f"## Seed {seed}", "", _markdown_table(results)]
-    parts += ["", *_sample_sections(report), "## Plots", ""]
+    parts += [""]
+    if report.get("sft"):
+        parts += _sft_section(report["sft"])
+    parts += [*_sample_sections(report), "## Plots", ""]
     parts += [f"![{Path(path).stem}]({Path(path).name})" for path in report.get("plots", [])]
     return "\n".join(parts) + "\n"
+
+
+def _sft_step(
+    raw_rows: list[dict[str, Any]], sft_rows: list[dict[str, Any]], alpha: float
+) -> dict[str, Any]:
+    return {
+        "comparison": compare_rows(raw_rows, sft_rows, alpha),
+        "generation": generation_summary({"raw base": raw_rows, "SFT": sft_rows}),
+    }
 
 
 def build_report(
@@ -182,7 +213,10 @@ def build_report(
     base_eval: EvalRows,
     tuned_evals: list[EvalRows],
     store: ArtifactStore,
+    raw_base_eval: EvalRows | None = None,
 ) -> ReportArtifact:
+    """`base` is the model GRPO started from; with SFT, `raw_base_eval` is the model SFT started
+    from, and the report shows that step in its own section."""
     eval_prompts = store.read_jsonl(data.eval)
     assert_no_overlap(store.read_jsonl(data.train), eval_prompts)
     base_rows = store.read_jsonl(base_eval.rows)
@@ -208,8 +242,13 @@ def build_report(
             {"base": base_rows, **{f"seed {s}": rows for s, rows in sorted(rows_by_seed.items())}}
         ),
         "worst_regressions": worst_regressions(base_rows, rows_by_seed, prompt_texts),
+        "sft": _sft_step(store.read_jsonl(raw_base_eval.rows), base_rows, recipe.compare.alpha)
+        if raw_base_eval
+        else None,
     }
-    identity = json.dumps(cache_token([base_eval, tuned_evals, recipe]), sort_keys=True)
+    identity = json.dumps(
+        cache_token([base_eval, tuned_evals, recipe, raw_base_eval]), sort_keys=True
+    )
     folder = f"reports/{recipe.name}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
     store.write_jsonl(f"{folder}/scores.jsonl", scores)
     pictures = {

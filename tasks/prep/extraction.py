@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from rewards.extraction import schema_instructions
+from tasks.prep.references import extraction_reference
 from tasks.prep.rows import brl, prompt_row
 
 SYSTEM = (
@@ -50,6 +51,7 @@ def extraction_prompt(order: pd.Series) -> dict[str, Any]:
         task="extraction",
         system=SYSTEM,
         user=user,
+        reference=extraction_reference(order),
         order_id=order["order_id"],
         review_id=order["review_id"],
         review_text=f"{title}\n{message}".strip(),

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from tasks.prep.errors import require
+from tasks.prep.references import insights_reference
 from tasks.prep.rows import brl, decimal_pt, prompt_row
 from tasks.prep.split import partition
 
@@ -64,20 +65,22 @@ def _format_table(table: pd.DataFrame, label: str) -> str:
     return "\n".join(lines)
 
 
-def _summary(title: str, orders: pd.DataFrame, by: str, label: str) -> str | None:
+def _summary(title: str, orders: pd.DataFrame, by: str, label: str) -> tuple[str, str] | None:
+    """The summary text of one slice, and a reference analysis of it."""
     table = _metrics(orders, by)
     if len(table) < MIN_GROUPS_PER_SUMMARY:
         return None
     start, end = orders["order_purchase_timestamp"].min(), orders["order_purchase_timestamp"].max()
-    return (
+    text = (
         f"Resumo de dados: {title}\n"
         f"Período: {start:%m/%Y} a {end:%m/%Y}; {len(orders)} pedidos\n\n"
         f"{_format_table(table, label)}"
     )
+    return text, insights_reference(table, label)
 
 
-def _slices(orders: pd.DataFrame) -> Iterator[tuple[str, str | None]]:
-    """(slice key, summary text) for every slice of the data."""
+def _slices(orders: pd.DataFrame) -> Iterator[tuple[str, tuple[str, str] | None]]:
+    """(slice key, (summary text, reference analysis)) for every slice of the data."""
     months = orders.assign(mes=orders["order_purchase_timestamp"].dt.strftime("%Y-%m"))
     for year, group in orders.groupby(orders["order_purchase_timestamp"].dt.year):
         yield f"year:{year}", _summary(f"estados em {year}", group, "customer_state", "estado")
@@ -101,25 +104,27 @@ def insights_prompts(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Train and eval prompts drawn from disjoint slices, so no summary is in both splits; a
     slice's side of the split is fixed by its key (tasks/prep/split.py)."""
-    slices = [(key, text) for key, text in _slices(orders) if text is not None]
+    slices = [(key, summary) for key, summary in _slices(orders) if summary is not None]
     rng.shuffle(slices)
     eval_slices, train_slices = partition(slices, lambda item: item[0], eval_share)
     # As few eval slices as cover the eval count, so the eval split spans distinct summaries.
     eval_slices = eval_slices[: -(-eval_count // len(FOCUSES))]
-    eval_pool = [(key, text, focus) for key, text in eval_slices for focus in FOCUSES]
-    train_pool = [(key, text, focus) for key, text in train_slices for focus in FOCUSES]
+    eval_pool = [(key, summary, focus) for key, summary in eval_slices for focus in FOCUSES]
+    train_pool = [(key, summary, focus) for key, summary in train_slices for focus in FOCUSES]
     rng.shuffle(eval_pool)
     rng.shuffle(train_pool)
     for side, pool, needed in (("eval", eval_pool, eval_count), ("train", train_pool, train_count)):
         what = f"insights prompts ({len(FOCUSES)} per data summary)"
         require(len(pool), needed, side=side, task="insights", what=what)
 
-    def row(key: str, text: str, focus: str) -> dict[str, Any]:
+    def row(key: str, summary: tuple[str, str], focus: str) -> dict[str, Any]:
+        text, reference = summary
         return prompt_row(
             prompt_id=f"insights-{key}-{FOCUSES.index(focus)}",
             task="insights",
             system=SYSTEM,
             user=f"{text}\n\nTarefa: {focus}",
+            reference=reference,
             data_summary=text,
         )
 

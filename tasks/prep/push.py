@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from tasks.prep.references import push_reference
 from tasks.prep.rows import brl, prompt_row
 
 SYSTEM = (
@@ -70,6 +71,7 @@ def push_prompt(order: pd.Series, rng: random.Random) -> dict[str, Any]:
         task="push",
         system=SYSTEM,
         user=user,
+        reference=push_reference(order, objective),
         order_id=order["order_id"],
         push_objective=objective,
     )

@@ -18,11 +18,14 @@ def prompt_row(
     task: str,
     system: str,
     user: str,
+    reference: str,
     # What the prompt is about, so that no order or review is in both splits; no reward reads them.
     order_id: str | None = None,
     review_id: str | None = None,
     **context: Any,
 ) -> dict[str, Any]:
+    """One prompt with its task, its reward context and a reference answer from the same data
+    (tasks/prep/references.py: what SFT learns from; GRPO and evaluation never show it)."""
     try:
         check_context(context)
     except ContextError as exc:
@@ -35,7 +38,7 @@ def prompt_row(
             {"role": "user", "content": user},
         ],
     }
-    row.update(order_id=order_id, review_id=review_id)
+    row.update(reference=reference, order_id=order_id, review_id=review_id)
     row.update({column: context.get(column) for column in CONTEXT_KEYS})
     return row
 

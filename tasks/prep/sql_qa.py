@@ -16,6 +16,7 @@ from typing import Any
 
 from tasks.prep.database import query
 from tasks.prep.errors import require
+from tasks.prep.references import sql_reference
 from tasks.prep.rows import prompt_row
 from tasks.prep.split import eval_side
 
@@ -231,6 +232,7 @@ def sql_prompts(
             task="sql_qa",
             system=SYSTEM,
             user=question,
+            reference=sql_reference(gold_sql, answer),
             question=question,
             gold_sql=gold_sql,
             gold_answer=json.dumps(answer, ensure_ascii=False),

@@ -57,6 +57,14 @@ class LogSteps(TrainerCallback):
                 logs.get("clip_ratio/high_mean", float("nan")),
                 logs.get("learning_rate", float("nan")),
             )
+        if logs and "loss" in logs and "reward" not in logs:  # supervised fine-tuning
+            log.info(
+                "step %d/%d loss %.4f lr %.2e",
+                state.global_step,
+                state.max_steps,
+                logs["loss"],
+                logs.get("learning_rate", float("nan")),
+            )
         if logs and "eval_reward" in logs:
             log.info(
                 "eval at step %d: held-out reward %.4f, entropy %.3f",

@@ -79,9 +79,14 @@ def build_tiny_model(config: TinyModelConfig, texts: list[str], out_dir: Path) -
 
 
 def corpus(prepared: PreparedData, store: ArtifactStore) -> list[str]:
-    """The text the tiny tokenizer learns from: every train prompt's messages."""
+    """The text the tiny tokenizer learns from: every train prompt's messages and its reference
+    answer (JSON keys, SQL), so that answers take few tokens too."""
     rows = store.read_jsonl(prepared.train)
-    return [message["content"] for row in rows for message in row["prompt"]]
+    return [
+        text
+        for row in rows
+        for text in (*(message["content"] for message in row["prompt"]), row["reference"])
+    ]
 
 
 def prepare_base_model(

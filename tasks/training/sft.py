@@ -1,0 +1,159 @@
+"""Step 3a: supervised fine-tuning on the train split's reference answers, before GRPO.
+
+TRL's SFTTrainer learns the answer of each train prompt (loss on the answer only) with a LoRA
+adapter, or every weight for a tiny model; the result is merged into plain weights, so GRPO trains
+a fresh LoRA on top and evaluation's "base" is the SFT model: the report then isolates GRPO's own
+effect, and shows the raw base -> SFT step apart. Checkpoints go into the store like GRPO's (same
+markers, same resume), and the run is keyed by its recipe, data, base model and code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+
+from configs.recipe import LoraConfig, SftConfig
+from tasks.core.caching import ContentKey, task_code_digest
+from tasks.core.manifests import BaseModelArtifact, PreparedData
+from tasks.core.store import ArtifactStore
+from tasks.training.backends import peft_lora_config
+from tasks.training.checkpoints import RunCheckpoints
+from tasks.training.model import load_model_and_tokenizer
+from tasks.training.stopping import Preempted
+
+log = logging.getLogger("tucano.sft")
+
+MODEL_FOLDER = "model"
+
+
+class SftError(ValueError):
+    """An SFT recipe this product cannot run; the message names the field."""
+
+
+def sft_key(
+    config: SftConfig, lora: LoraConfig, data: PreparedData, base: BaseModelArtifact
+) -> str:
+    identity = {
+        "sft": config.model_dump(mode="json"),
+        "lora": None if config.full_finetune else lora.model_dump(mode="json"),
+        "data": data.fingerprint,
+        "base": base.fingerprint,
+        "code": task_code_digest(__name__),
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def sft_examples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """TRL's conversational prompt/completion form: the loss falls on the answer alone."""
+    return [
+        {
+            "prompt": row["prompt"],
+            "completion": [{"role": "assistant", "content": row["reference"]}],
+        }
+        for row in rows
+    ]
+
+
+def sft_args(config: SftConfig, output_dir: Path) -> Any:
+    import torch
+    from trl import SFTConfig
+
+    on_gpu = torch.cuda.is_available()
+    return SFTConfig(
+        output_dir=str(output_dir),
+        seed=config.seed,
+        data_seed=config.seed,
+        learning_rate=config.learning_rate,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=0.05,
+        max_steps=config.max_steps,
+        per_device_train_batch_size=config.batch_size,
+        gradient_accumulation_steps=1,
+        max_length=config.max_length,
+        completion_only_loss=True,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        # Only the newest local copy is kept; the store keeps `keep_checkpoints` of them.
+        save_total_limit=1,
+        logging_steps=max(1, config.max_steps // 20),
+        report_to=[],
+        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        use_cpu=not on_gpu,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
+def train_sft(
+    config: SftConfig,
+    lora: LoraConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    store: ArtifactStore,
+) -> BaseModelArtifact:
+    """The SFT model, merged into plain weights in the store, resumed from its newest checkpoint
+    when a run was cut short."""
+    if base.load_in_4bit:
+        raise SftError(
+            "sft.enabled with model.load_in_4bit: merging an adapter into NF4 weights loses "
+            "precision; run SFT on the full-precision model (model.load_in_4bit: false)"
+        )
+    key = sft_key(config, lora, data, base)
+    folder = f"sft/{key}"
+    model, tokenizer = load_model_and_tokenizer(base, store)
+
+    from datasets import Dataset
+    from transformers.trainer_callback import PrinterCallback
+    from trl import SFTTrainer
+
+    from tasks.training import callbacks
+
+    checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", config.keep_checkpoints)
+    sigterm = callbacks.CheckpointOnSigterm()
+    with tempfile.TemporaryDirectory(prefix="tucano-sft-") as tmp:
+        workdir = Path(tmp)
+        resume = checkpoints.restore_latest(workdir / "checkpoints")
+        trainer = SFTTrainer(
+            model=model,
+            args=sft_args(config, workdir / "checkpoints"),
+            train_dataset=Dataset.from_list(sft_examples(store.read_jsonl(data.train))),
+            processing_class=tokenizer,
+            peft_config=None if config.full_finetune else peft_lora_config(lora),
+            callbacks=[callbacks.UploadCheckpoints(checkpoints), callbacks.LogSteps(), sigterm],
+        )
+        trainer.remove_callback(PrinterCallback)
+        log.info(
+            "SFT (run %s) for %d steps%s", key, config.max_steps,
+            f", resuming at step {resume.name.split('-')[1]}" if resume else "",
+        )  # fmt: skip
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        if sigterm.received:
+            raise Preempted(
+                f"SFT stopped by SIGTERM after step {trainer.state.global_step}; its checkpoint "
+                f"is in {store.uri(checkpoints.folder)}"
+            )
+        merged = trainer.model if config.full_finetune else trainer.model.merge_and_unload()
+        merged.save_pretrained(workdir / MODEL_FOLDER)
+        tokenizer.save_pretrained(workdir / MODEL_FOLDER)
+        store.put_dir(workdir / MODEL_FOLDER, f"{folder}/{MODEL_FOLDER}")
+    store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
+    location = f"{folder}/{MODEL_FOLDER}"
+    return BaseModelArtifact(
+        fingerprint=store.dir_digest(location), source="sft", location=location, in_store=True
+    )
+
+
+train_sft_task = task(
+    train_sft,
+    name="sft",
+    cache_policy=ContentKey(),
+    persist_result=True,
+    retries=1,
+    retry_delay_seconds=10,
+)

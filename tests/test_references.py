@@ -1,0 +1,59 @@
+"""The reference answers SFT learns from score high with the rewards themselves: SFT must teach
+what the rewards want, from the same data (and the audit gate is unchanged by them)."""
+
+from __future__ import annotations
+
+import json
+from statistics import mean
+
+import pytest
+
+from rewards import TASKS, score
+from rewards.context import CONTEXT_KEYS
+
+# The least each task's references must score on average, and at worst. Extraction and SQL are
+# right by construction (gold values, gold SQL); an analysis and a push are written by template.
+FLOORS = {
+    "extraction": (0.95, 0.80),
+    "sql_qa": (0.95, 0.85),
+    "insights": (0.85, 0.70),
+    "push": (0.85, 0.70),
+}
+
+
+@pytest.fixture(scope="module")
+def scored(prepared) -> dict[str, list[float]]:
+    store, manifest = prepared
+    database = str(manifest.local_database(store))
+    totals: dict[str, list[float]] = {task: [] for task in TASKS}
+    for row in store.read_jsonl(manifest.train):
+        context = {key: row[key] for key in CONTEXT_KEYS}
+        totals[row["task"]].append(
+            score(row["task"], row["reference"], database=database, **context).total
+        )
+    return totals
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_references_score_high(scored: dict[str, list[float]], task: str) -> None:
+    average, worst = FLOORS[task]
+    assert mean(scored[task]) >= average, task
+    assert min(scored[task]) >= worst, task
+
+
+def test_every_prompt_has_a_reference(prepared) -> None:
+    store, manifest = prepared
+    for name in ("train", "eval"):
+        for row in store.read_jsonl(getattr(manifest, name)):
+            assert isinstance(row["reference"], str) and row["reference"].strip(), row["prompt_id"]
+
+
+def test_an_extraction_reference_is_the_data_s_truth(prepared) -> None:
+    store, manifest = prepared
+    for row in store.read_jsonl(manifest.train):
+        if row["task"] != "extraction":
+            continue
+        answer = json.loads(row["reference"])
+        assert answer["sentiment_score"] == row["review_score"]
+        assert answer["delivered_late"] is bool(row["gold_delivered_late"])
+        assert answer["product_category"] == (row["gold_category"] or "não informada")

@@ -1,0 +1,96 @@
+"""Supervised fine-tuning for real (TRL's SFTTrainer on the smallest Qwen2): it learns the train
+split's reference answers only, its result is a plain model (the adapter merged in), and a run
+cut short resumes from its checkpoint in the store to the same weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from configs.recipe import LoraConfig, SftConfig
+from tasks.core.store import ArtifactStore
+from tasks.training import callbacks
+from tasks.training.sft import SftError, sft_examples, sft_key, train_sft
+
+from .conftest import small_training_inputs
+
+pytestmark = pytest.mark.slow
+
+SMALL_SFT = SftConfig(
+    enabled=True, max_steps=4, save_steps=2, batch_size=4, learning_rate=1e-3, max_length=512
+)
+
+
+def test_sft_learns_the_train_split_s_references_only(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    data, _ = small_training_inputs(store)
+    train, eval_ = store.read_jsonl(data.train), store.read_jsonl(data.eval)
+    examples = sft_examples(train)
+    assert [e["completion"][0]["content"] for e in examples] == [r["reference"] for r in train]
+    eval_prompts = {repr(r["prompt"]) for r in eval_}
+    assert not any(repr(e["prompt"]) in eval_prompts for e in examples)
+
+
+@pytest.mark.parametrize("full_finetune", [False, True])
+def test_the_sft_model_is_plain_weights_that_load_without_peft(
+    tmp_path: Path, full_finetune: bool
+) -> None:
+    from transformers import AutoModelForCausalLM
+
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    config = SMALL_SFT.model_copy(update={"full_finetune": full_finetune})
+    model = train_sft(config, LoraConfig(), data, base, store)
+    assert model.source == "sft" and model.fingerprint != base.fingerprint
+    folder = store.local_dir(model.location)
+    assert not (folder / "adapter_config.json").exists()
+    loaded = AutoModelForCausalLM.from_pretrained(folder)
+    assert not hasattr(loaded, "peft_config")
+    history = store.read_json(f"{model.location.rsplit('/', 1)[0]}/log_history.json")
+    assert [h["step"] for h in history if "loss" in h][-1] == 4
+
+
+def test_a_crashed_sft_run_resumes_from_its_checkpoint_to_the_same_model(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
+    store = ArtifactStore(tmp_path / "a")
+    data, base = small_training_inputs(store)
+    uninterrupted = train_sft(SMALL_SFT, LoraConfig(), data, base, store)
+
+    again = ArtifactStore(tmp_path / "b")
+    data, base = small_training_inputs(again)
+    original = callbacks.LogSteps.on_log
+
+    def crash_at_step_3(self, args, state, control, logs=None, **kwargs):
+        if state.global_step == 3:
+            raise RuntimeError("simulated crash at step 3")
+        return original(self, args, state, control, logs=logs, **kwargs)
+
+    monkeypatch.setattr(callbacks.LogSteps, "on_log", crash_at_step_3)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train_sft(SMALL_SFT, LoraConfig(), data, base, again)
+    monkeypatch.setattr(callbacks.LogSteps, "on_log", original)
+    with caplog.at_level("INFO", logger="tucano.sft"):
+        resumed = train_sft(SMALL_SFT, LoraConfig(), data, base, again)
+    assert "resuming at step 2" in caplog.text
+    assert resumed.fingerprint == uninterrupted.fingerprint
+
+
+def test_the_sft_run_key_follows_its_recipe(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    key = sft_key(SMALL_SFT, LoraConfig(), data, base)
+    assert key == sft_key(SMALL_SFT, LoraConfig(), data, base)
+    assert key != sft_key(SMALL_SFT.model_copy(update={"max_steps": 5}), LoraConfig(), data, base)
+    # A full fine-tune has no adapter: the LoRA section does not name it.
+    full = SMALL_SFT.model_copy(update={"full_finetune": True})
+    assert sft_key(full, LoraConfig(), data, base) == sft_key(full, LoraConfig(r=8), data, base)
+
+
+def test_sft_on_4bit_weights_is_refused_naming_the_fields(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    nf4 = base.model_copy(update={"load_in_4bit": True})
+    with pytest.raises(SftError, match=r"model\.load_in_4bit"):
+        train_sft(SMALL_SFT, LoraConfig(), data, nf4, store)
