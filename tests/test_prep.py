@@ -152,3 +152,16 @@ def test_growing_data_never_moves_a_train_prompt_into_eval(tmp_path: Path) -> No
     assert not orders(old_train) & orders(new_eval)
     assert not ids(old_train) & ids(new_eval)  # SQL questions and summary slices too
     assert not orders(old_eval) & orders(new_train)  # an eval order stays eval
+
+
+def test_an_empty_cell_is_null_in_the_database_and_never_a_question(prepared) -> None:
+    """Pandas reads text as its string dtype; an empty category must not become a value that
+    questions are asked about ("Quantos itens da categoria  foram vendidos...?")."""
+    store, manifest = prepared
+    database = Path(store.path(manifest.database))
+    assert query(database, "SELECT COUNT(*) FROM products WHERE product_category_name = ''") == [
+        [0]
+    ]
+    for row in _rows(prepared, "train") + _rows(prepared, "eval"):
+        if row["task"] == "sql_qa":
+            assert "  " not in row["question"] and "= ''" not in row["gold_sql"], row["question"]

@@ -41,8 +41,10 @@ def _to_sql_frame(frame: pd.DataFrame) -> pd.DataFrame:
         if pd.api.types.is_datetime64_any_dtype(out[column]):
             text = out[column].dt.strftime(TIMESTAMP_FORMAT)
             out[column] = text.where(out[column].notna(), None)
-        elif out[column].dtype == object:
-            out[column] = out[column].where(out[column] != "", None)
+        elif pd.api.types.is_string_dtype(out[column]):
+            # Object or pandas' own string dtype alike: an empty cell is no value, not a name
+            # (a '' category would become a business question about "the category ''").
+            out[column] = out[column].astype(object).where(out[column] != "", None)
     return out
 
 
