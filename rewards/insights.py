@@ -51,8 +51,10 @@ def number_readings(token: str) -> set[float]:
     for thousands, decimal in ((".", ","), (",", ".")):
         integer, _, fraction = token.partition(decimal)
         groups = integer.split(thousands)
-        if thousands in fraction or any(len(group) != 3 for group in groups[1:]):
-            continue  # not a valid number under this convention
+        # A second decimal mark ("9,671,454" read with "," as the decimal) or a group of other
+        # than three digits: not a number under this convention.
+        if thousands in fraction or decimal in fraction or any(len(g) != 3 for g in groups[1:]):
+            continue
         readings.add(round(float("".join(groups) + (f".{fraction}" if fraction else "")), 2))
     return readings
 

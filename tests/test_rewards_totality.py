@@ -15,11 +15,14 @@ PIECES = st.sampled_from(
         "{", "}", '"sentiment"', ":", ",", "4,5", "true", "null", "[", "]", "```json", "```sql",
         "SELECT", "FROM", "WHERE", "JOIN", "GROUP BY", "WITH RECURSIVE", ";", "orders",
         "customers", "COUNT(*)", "'SP'", "\n", "- ", "## ", "1. ", "**", "14,8%", "R$ 1.210,50",
-        "recomendo", "priorizar", "cliente", "Prezado", "atenciosamente", "você", "ção", "😢",
+        "9,671,454", "1.234.567,89", "recomendo", "priorizar", "cliente", "Prezado",
+        "atenciosamente", "você", "ção", "😢",
         "\x00", "\u202e", "\ufeff", "ß", "ﬁ", "İ",
     ]
 )  # fmt: skip
-STRUCTURED = st.lists(PIECES | st.text(max_size=20), max_size=60).map(" ".join)
+# Digits and separators in any order: "9,671,454" once crashed the grounding parser mid-training.
+NUMBER_LIKE = st.from_regex(r"\d{1,4}(?:[.,]\d{1,4}){0,4}", fullmatch=True)
+STRUCTURED = st.lists(PIECES | NUMBER_LIKE | st.text(max_size=20), max_size=60).map(" ".join)
 ANY_TEXT = st.text(max_size=3000)
 CONTEXTS = st.fixed_dictionaries(
     {},
