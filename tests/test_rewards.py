@@ -271,7 +271,7 @@ def test_a_misspelled_or_mistyped_context_key_is_an_error_everywhere(
         with pytest.raises(ContextError, match=error):
             reward([GOOD], task=["extraction"], **columns)
     with pytest.raises(ContextError, match=error):
-        prompt_row(prompt_id="p", task="extraction", system="s", user="u", **context)
+        prompt_row(prompt_id="p", task="extraction", system="s", user="u", reference="r", **context)
 
 
 def test_context_a_task_does_not_read_is_ignored() -> None:
