@@ -51,12 +51,14 @@ def test_the_sft_model_is_plain_weights_that_load_without_peft(
     assert [h["step"] for h in history if "loss" in h][-1] == 4
 
 
+@pytest.mark.parametrize("full_finetune", [False, True])
 def test_a_crashed_sft_run_resumes_from_its_checkpoint_to_the_same_model(
-    tmp_path: Path, monkeypatch, caplog
+    tmp_path: Path, monkeypatch, caplog, full_finetune: bool
 ) -> None:
+    config = SMALL_SFT.model_copy(update={"full_finetune": full_finetune})
     store = ArtifactStore(tmp_path / "a")
     data, base = small_training_inputs(store)
-    uninterrupted = train_sft(SMALL_SFT, LoraConfig(), data, base, store)
+    uninterrupted = train_sft(config, LoraConfig(), data, base, store)
 
     again = ArtifactStore(tmp_path / "b")
     data, base = small_training_inputs(again)
@@ -69,12 +71,15 @@ def test_a_crashed_sft_run_resumes_from_its_checkpoint_to_the_same_model(
 
     monkeypatch.setattr(callbacks.LogSteps, "on_log", crash_at_step_3)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        train_sft(SMALL_SFT, LoraConfig(), data, base, again)
+        train_sft(config, LoraConfig(), data, base, again)
     monkeypatch.setattr(callbacks.LogSteps, "on_log", original)
     with caplog.at_level("INFO", logger="tucano.sft"):
-        resumed = train_sft(SMALL_SFT, LoraConfig(), data, base, again)
+        resumed = train_sft(config, LoraConfig(), data, base, again)
     assert "resuming at step 2" in caplog.text
     assert resumed.fingerprint == uninterrupted.fingerprint
+    # A finished run started again (the task retried, a cache lost) resumes at its last step and
+    # hands back the same weights, not a reloaded variant of them.
+    assert train_sft(config, LoraConfig(), data, base, again).fingerprint == resumed.fingerprint
 
 
 def test_the_sft_run_key_follows_its_recipe(tmp_path: Path) -> None:

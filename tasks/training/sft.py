@@ -106,6 +106,11 @@ def train_sft(
         )
     key = sft_key(config, lora, data, base)
     folder = f"sft/{key}"
+    location = f"{folder}/{MODEL_FOLDER}"
+    if store.is_complete(location):
+        # A finished run started again (a retry, a lost cache) hands back its model as stored.
+        log.info("SFT run %s already finished: %s", key, store.uri(location))
+        return _artifact(store, location)
     model, tokenizer = load_model_and_tokenizer(base, store)
 
     from datasets import Dataset
@@ -141,9 +146,13 @@ def train_sft(
         merged = trainer.model if config.full_finetune else trainer.model.merge_and_unload()
         merged.save_pretrained(workdir / MODEL_FOLDER)
         tokenizer.save_pretrained(workdir / MODEL_FOLDER)
-        store.put_dir(workdir / MODEL_FOLDER, f"{folder}/{MODEL_FOLDER}")
-    store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
-    location = f"{folder}/{MODEL_FOLDER}"
+        # The history first: a complete model folder is what says the run finished.
+        store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
+        store.put_dir(workdir / MODEL_FOLDER, location)
+    return _artifact(store, location)
+
+
+def _artifact(store: ArtifactStore, location: str) -> BaseModelArtifact:
     return BaseModelArtifact(
         fingerprint=store.dir_digest(location), source="sft", location=location, in_store=True
     )
