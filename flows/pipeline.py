@@ -46,6 +46,14 @@ def prepare(recipe: Recipe, store: ArtifactStore, data: str) -> PreparedData:
     return prepare_data_task(fingerprint_source(data), recipe.data, store)
 
 
+def prepare_audited(recipe: Recipe, store: ArtifactStore, data: str) -> PreparedData:
+    """Steps 1-2: the prompt sets, once the rewards that will train on them pass the audit
+    gate (AuditFailed otherwise: nothing trains on rewards that disagree with people)."""
+    prepared = prepare(recipe, store, data)
+    audit_gate_task(recipe.audit, prepared, store)
+    return prepared
+
+
 class StartingModel(NamedTuple):
     """The model GRPO starts from, and, when the recipe fine-tunes first, the raw base model
     that SFT started from (evaluated too, so the report shows what SFT did)."""
@@ -136,10 +144,8 @@ def train_flow(
     seed: int = 42,
 ) -> Adapter:
     recipe, store = _open(config, artifacts)
-    # 1. Data prep (cached when unchanged).
-    prepared = prepare(recipe, store, data)
-    # 2. Reward audit gate: nothing trains on rewards that disagree with people.
-    audit_gate_task(recipe.audit, prepared, store)
+    # 1-2. Data prep and the reward audit gate (cached when unchanged).
+    prepared = prepare_audited(recipe, store, data)
     # 3. GRPO training of one seed from the base model (the SFT model, with SFT).
     base = starting_model(recipe, store, prepared).model
     return train_seed_task(recipe.training, recipe.lora, prepared, base, seed, store)
@@ -150,10 +156,8 @@ def sft_flow(
     config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
 ) -> BaseModelArtifact:
     recipe, store = _open(config, artifacts)
-    # 1. Data prep (cached when unchanged).
-    prepared = prepare(recipe, store, data)
-    # 2. Reward audit gate: the SFT targets are checked by the same rewards.
-    audit_gate_task(recipe.audit, prepared, store)
+    # 1-2. Data prep and the reward audit gate (cached when unchanged).
+    prepared = prepare_audited(recipe, store, data)
     # 3a. The base model, then SFT on the reference answers (the base model when SFT is off).
     return starting_model(recipe, store, prepared).model
 
@@ -244,10 +248,8 @@ def run_pipeline(
     paths: dict[str, str], *, training_deployment: str | None = None, resume_wait_s: float = 900
 ) -> PipelineResult:
     recipe, store = _open(paths["config"], paths["artifacts"])
-    # 1. Data prep: schema-checked Olist tables -> four prompt sets, eval split, SQLite copy.
-    prepared = prepare(recipe, store, paths["data"])
-    # 2. Reward audit gate: stops the run here, before any training, if it fails.
-    audit_gate_task(recipe.audit, prepared, store)
+    # 1-2. Data prep, and the reward audit gate that stops the run before any training.
+    prepared = prepare_audited(recipe, store, paths["data"])
     # 3. SFT when the recipe has it, then GRPO: one flow run per seed.
     start = starting_model(recipe, store, prepared)
     adapters = train_seeds(
