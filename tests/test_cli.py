@@ -132,3 +132,19 @@ def test_compare_needs_both_evaluations(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["compare", "--base-eval", "a.jsonl"])
     assert "go together" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_api")
+def test_sft_command_fine_tunes_and_says_where_the_model_is(tmp_path: Path, capsys) -> None:
+    import yaml
+
+    from .test_pipeline import SMALL_RECIPE
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(SMALL_RECIPE))
+    artifacts = tmp_path / "a"
+    assert main(["sft", "--config", str(recipe), "--artifacts", str(artifacts)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("model GRPO starts from (sft): ") and last.endswith("/model")
+    assert (Path(last.split(": ", 1)[1]) / "config.json").is_file()
