@@ -180,6 +180,18 @@ class TrainingConfig(_Strict):
     entropy_guard: EntropyGuardConfig = Field(default_factory=EntropyGuardConfig)
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     logging_steps: int = Field(1, gt=0)
+    # TRL's entropy bonus, the seed investigation's first fix for entropy collapse (Skywork-OR1's
+    # adaptive control; "MAGIC" used 5e-3). Off by default, as in the seed's V4.2 run.
+    entropy_coef: float = Field(
+        0.0, ge=0, description="Entropy bonus in the loss; the initial one when adaptive."
+    )
+    use_adaptive_entropy: bool = Field(
+        False, description="Raise the bonus while entropy is below entropy_target, else lower it."
+    )
+    entropy_coef_min: float = Field(0.0, ge=0)
+    entropy_coef_max: float = Field(1.0, ge=0)
+    entropy_coef_delta: float = Field(0.005, ge=0, description="Adaptive step per optimizer step.")
+    entropy_target: float = Field(0.2, ge=0, description="Mean per-token entropy (nats) to hold.")
 
 
 class SftConfig(_Strict):

@@ -82,3 +82,50 @@ def test_the_backend_is_part_of_the_run_key(tmp_path: Path) -> None:
     data, base = small_training_inputs(store)
     keys = {run_key(TrainingConfig(), LoraConfig(), data, base, 1, b) for b in (PEFT, UNSLOTH)}
     assert len(keys) == 2  # neither resumes from the other's checkpoints
+
+
+UNSLOTH_PROBE = """
+import json, os, sys
+loaded = sorted(m for m in ("transformers", "trl", "peft") if m in sys.modules)
+with open(os.environ["UNSLOTH_PROBE"], "w") as probe:
+    json.dump(loaded, probe)
+raise SystemExit(0)  # the probe has seen what it came for; nothing else of Unsloth's is here
+"""
+
+BUILD_ON_UNSLOTH = """
+import json, sys
+from pathlib import Path
+from configs.recipe import LoraConfig, TrainingConfig
+from tasks.core.manifests import BaseModelArtifact, PreparedData
+from tasks.core.store import ArtifactStore
+from tasks.training import backends, train
+
+train.machine_backend = lambda requested: backends.UNSLOTH  # as on a GPU with the gpu extra
+data, base, store, workdir = sys.argv[1:]
+train.build_trainer(
+    TrainingConfig(heldout_prompts=0), LoraConfig(), PreparedData.model_validate_json(data),
+    BaseModelArtifact.model_validate_json(base), 1, ArtifactStore(store), Path(workdir),
+)
+"""
+
+
+def test_unsloth_is_imported_before_anything_loads_transformers(tmp_path: Path) -> None:
+    """Unsloth patches transformers, PEFT and TRL only when imported first (it warns it may run
+    slower otherwise): the GPU run showed the tokenizer that sizes the sequences loading first.
+    A stand-in `unsloth` records what was loaded when it was imported."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+    (tmp_path / "fake" / "unsloth").mkdir(parents=True)
+    (tmp_path / "fake" / "unsloth" / "__init__.py").write_text(UNSLOTH_PROBE)
+    probe = tmp_path / "loaded.json"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake"), "UNSLOTH_PROBE": str(probe)}
+    arguments = [data.model_dump_json(), base.model_dump_json(), str(store.root), str(tmp_path)]
+    subprocess.run(
+        [sys.executable, "-c", BUILD_ON_UNSLOTH, *arguments], env=env, check=True, timeout=300
+    )
+    assert json.loads(probe.read_text()) == []

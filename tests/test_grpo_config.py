@@ -30,3 +30,14 @@ def test_changing_a_knob_changes_the_config(tmp_path) -> None:
         True,
         0.3,
     )
+
+
+def test_the_entropy_bonus_reaches_trl(tmp_path) -> None:
+    """Skywork-OR1's adaptive entropy control, the seed investigation's first fix for collapse."""
+    training = load_recipe(CONFIG_DIR / "cpu_tiny.yaml").training.model_copy(
+        update={"entropy_coef": 5e-3, "use_adaptive_entropy": True, "entropy_target": 0.5}
+    )
+    args = grpo_config(training, seed=0, output_dir=tmp_path)
+    assert (args.entropy_coef, args.use_adaptive_entropy, args.entropy_target) == (5e-3, True, 0.5)
+    default = grpo_config(load_recipe(CONFIG_DIR / "l4_v42.yaml").training, 0, tmp_path)
+    assert (default.entropy_coef, default.use_adaptive_entropy) == (0.0, False)

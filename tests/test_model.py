@@ -62,3 +62,35 @@ def test_pretrained_local_folder_is_fingerprinted_by_content(tmp_path: Path) -> 
     (folder / "config.json").write_text('{"changed": true}')
     assert prepare_base_model(config, None, None).fingerprint != first.fingerprint  # type: ignore[arg-type]
     assert first.location == str(folder) and not first.in_store
+
+
+@pytest.mark.parametrize("load_in_4bit", [False, True])
+def test_on_a_gpu_machine_the_model_is_loaded_onto_the_gpu(
+    tmp_path: Path, monkeypatch, load_in_4bit: bool
+) -> None:
+    """The GPU run's defect: a full-precision model stayed on the CPU and evaluation ran there.
+    No GPU here, so the machine is one that says it has one, and the load records its arguments."""
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    store = ArtifactStore(tmp_path)
+    _, base = small_training_inputs(store)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(BitsAndBytesConfig, "__init__", lambda self, **_: None)
+    loaded: dict = {}
+    monkeypatch.setattr(
+        AutoModelForCausalLM, "from_pretrained", lambda path, **kwargs: loaded.update(kwargs)
+    )
+    load_model_and_tokenizer(base.model_copy(update={"load_in_4bit": load_in_4bit}), store)
+    assert loaded["device_map"] == {"": 0}
+    assert loaded["dtype"] == torch.bfloat16
+    assert ("quantization_config" in loaded) is load_in_4bit
+
+
+def test_on_a_cpu_machine_the_model_stays_on_the_cpu(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    _, base = small_training_inputs(store)
+    model, _ = load_model_and_tokenizer(base, store)
+    assert model.device.type == "cpu"

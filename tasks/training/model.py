@@ -175,8 +175,21 @@ def load_model_and_tokenizer(artifact: BaseModelArtifact, store: ArtifactStore) 
             bnb_4bit_use_double_quant=True,
             bnb_4bit_compute_dtype=dtype,
         )
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **quantization)
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=dtype, **quantization, **placement(on_gpu)
+    )
     return model, load_tokenizer(artifact, store)
+
+
+def placement(on_gpu: bool) -> dict[str, Any]:
+    """Where the weights go: onto the GPU when there is one, 4-bit or not. The trainer would move
+    a model itself, but evaluation generates where the model is, and a full-precision model left
+    on the CPU of a GPU machine evaluated there, at CPU speed."""
+    if not on_gpu:
+        return {}
+    import torch
+
+    return {"device_map": {"": torch.cuda.current_device()}}
 
 
 prepare_base_model_task = task(

@@ -61,7 +61,8 @@ GRPO_PASSTHROUGH = (
     "learning_rate", "lr_scheduler_type", "beta", "scale_rewards", "loss_type", "epsilon",
     "epsilon_high", "mask_truncated_completions", "multi_objective_aggregation",
     "num_generations", "max_completion_length", "temperature", "top_p", "max_steps",
-    "save_steps", "logging_steps",
+    "save_steps", "logging_steps", "entropy_coef", "use_adaptive_entropy", "entropy_coef_min",
+    "entropy_coef_max", "entropy_coef_delta", "entropy_target",
 )  # fmt: skip
 
 
@@ -177,6 +178,11 @@ def build_trainer(
     """The seed's GRPO trainer with its policy, rewards, data and callbacks, restored from the
     run's newest checkpoint in the store when there is one."""
     backend = machine_backend(training.backend)
+    if backend == UNSLOTH:
+        # Before anything loads transformers (the tokenizer that sizes the sequences does):
+        # Unsloth patches transformers, PEFT and TRL when imported first, else warns and runs
+        # slower.
+        import unsloth  # noqa: F401
     key = run_key(training, lora, data, base, seed, backend)
     all_rows = store.read_jsonl(data.train)
     train_rows, heldout_rows = split_heldout(all_rows, training.heldout_prompts)
