@@ -27,6 +27,12 @@ class RecipeError(ValueError):
     """A recipe file that cannot be read or does not validate."""
 
 
+# How a stage generates (tasks/training/rollout.py): fast = a bare copy with the adapter folded
+# in and a static KV cache compiled on a GPU; plain = the model's own generate, the reference.
+RolloutEngine = Literal["fast", "plain"]
+ROLLOUT_ENGINE_HELP = "fast: adapter folded into a bare copy, static KV cache; plain: generate()."
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -147,6 +153,7 @@ class TrainingConfig(_Strict):
         description="Who loads and adapts the policy: auto = Unsloth on a CUDA GPU where the gpu "
         "extra is installed, else transformers + PEFT.",
     )
+    rollout_engine: RolloutEngine = Field("fast", description=ROLLOUT_ENGINE_HELP)
     learning_rate: float = Field(5e-6, gt=0)
     # Constant after warm-up: the seed's cosine schedule had decayed to ~0 by step 130 of 600.
     lr_scheduler_type: str = "constant_with_warmup"
@@ -224,6 +231,7 @@ class EvalConfig(_Strict):
     max_new_tokens: int = Field(512, gt=0)
     batch_size: int = Field(16, gt=0)
     seed: int = 0
+    rollout_engine: RolloutEngine = Field("fast", description=ROLLOUT_ENGINE_HELP)
 
 
 class AuditConfig(_Strict):

@@ -14,7 +14,7 @@ from tasks.training.backends import (
     UNSLOTH,
     BackendError,
     load_policy,
-    longest_sequence,
+    longest_prompt,
     machine_backend,
     resolve_backend,
 )
@@ -68,13 +68,13 @@ def test_peft_policy_is_the_base_model_plus_the_recipes_lora(tmp_path: Path) -> 
     assert policy.peft_config.target_modules == "all-linear"
 
 
-def test_unsloth_sequence_budget_is_the_longest_prompt_plus_the_completion(tmp_path: Path) -> None:
+def test_the_longest_prompt_is_counted_in_tokens_of_the_chat_layout(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path)
     data, base = small_training_inputs(store)
     prompts = [row["prompt"] for row in store.read_jsonl(data.train)]
-    budget = longest_sequence(base, store, prompts, completion=100)
+    longest = longest_prompt(base, store, prompts)
     longer = [*prompts, [{"role": "user", "content": "palavra " * 2000}]]
-    assert 100 < budget < longest_sequence(base, store, longer, completion=100)
+    assert 10 < longest < longest_prompt(base, store, longer)
 
 
 def test_the_backend_is_part_of_the_run_key(tmp_path: Path) -> None:

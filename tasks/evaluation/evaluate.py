@@ -21,6 +21,7 @@ from tasks.core.caching import ContentKey, cache_token
 from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.model import load_model_and_tokenizer
+from tasks.training.rollout import RolloutModel
 
 BASE_TAG = "base"
 
@@ -48,18 +49,26 @@ def generate(
     generation_config = _generation_config(config, tokenizer)
     outputs: list[dict[str, Any]] = []
     model.eval()
+    rollout = RolloutModel(model, config.rollout_engine)
+    texts = [
+        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+        for p in prompts
+    ]
+    # One shape for every batch, so a compiled engine compiles once.
+    width = max(len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"])
     progress = tqdm(total=len(prompts), desc="generating", unit="prompt", disable=None)
     for start in range(0, len(prompts), config.batch_size):
-        batch = prompts[start : start + config.batch_size]
-        texts = [
-            tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
-            for p in batch
-        ]
-        encoded = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        batch = texts[start : start + config.batch_size]
+        encoded = tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
         encoded = encoded.to(model.device)
         torch.manual_seed(config.seed + start)
-        with torch.no_grad():
-            generated = model.generate(**encoded, generation_config=generation_config)
+        generated = rollout.generate(
+            encoded["input_ids"],
+            encoded["attention_mask"],
+            generation_config,
+            width=width,
+            rows=config.batch_size,
+        )
         new_tokens = generated[:, encoded["input_ids"].shape[1] :]
         for row in new_tokens.tolist():
             ended = tokenizer.eos_token_id in row

@@ -60,18 +60,15 @@ def peft_lora_config(lora: LoraConfig) -> Any:
     )
 
 
-def longest_sequence(
-    base: BaseModelArtifact, store: ArtifactStore, prompts: list[Any], completion: int
-) -> int:
-    """Tokens of the longest chat prompt plus the completion budget: what Unsloth must fit."""
+def longest_prompt(base: BaseModelArtifact, store: ArtifactStore, prompts: list[Any]) -> int:
+    """Tokens of the longest chat prompt: with the completion budget, what Unsloth must fit, and
+    the width the fast rollout engine pads every prompt batch to."""
     tokenizer = load_tokenizer(base, store)
     texts = [
         tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
         for p in prompts
     ]
-    return completion + max(
-        len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]
-    )
+    return max(len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"])
 
 
 def load_policy(

@@ -22,8 +22,9 @@ from rewards import RewardFunction, trl_component_functions, trl_reward_function
 from tasks.core.caching import ContentKey, task_code_digest
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
-from tasks.training.backends import UNSLOTH, load_policy, longest_sequence, machine_backend
+from tasks.training.backends import UNSLOTH, load_policy, longest_prompt, machine_backend
 from tasks.training.checkpoints import RunCheckpoints
+from tasks.training.rollout import with_engine
 from tasks.training.stopping import Preempted, StopRules
 
 if TYPE_CHECKING:
@@ -136,19 +137,6 @@ class SeedRun:
     sigterm: CheckpointOnSigterm
 
 
-def _max_seq_length(
-    training: TrainingConfig,
-    base: BaseModelArtifact,
-    rows: list[dict[str, Any]],
-    backend: str,
-    store: ArtifactStore,
-) -> int:
-    if backend != UNSLOTH:
-        return 0  # PEFT needs no length fixed in advance
-    prompts = [row["prompt"] for row in rows]
-    return longest_sequence(base, store, prompts, training.max_completion_length)
-
-
 def _prompt_sampling(
     training: TrainingConfig, train_rows: list[dict[str, Any]], seed: int, resume: Path | None
 ) -> tuple[Any, dict[str, Any], list[Any]]:
@@ -186,10 +174,10 @@ def build_trainer(
     key = run_key(training, lora, data, base, seed, backend)
     all_rows = store.read_jsonl(data.train)
     train_rows, heldout_rows = split_heldout(all_rows, training.heldout_prompts)
+    prompt_width = longest_prompt(base, store, [row["prompt"] for row in all_rows])
     # Loaded before anything imports trl: Unsloth patches it on import.
-    policy = load_policy(
-        backend, base, lora, seed, _max_seq_length(training, base, all_rows, backend, store), store
-    )
+    max_seq_length = prompt_width + training.max_completion_length
+    policy = load_policy(backend, base, lora, seed, max_seq_length, store)
 
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
@@ -203,6 +191,7 @@ def build_trainer(
     resume = checkpoints.restore_latest(output_dir)
     keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
     trainer_class, extra, sampling_callbacks = _prompt_sampling(training, train_rows, seed, resume)
+    trainer_class = with_engine(trainer_class, training.rollout_engine, prompt_width)
     stateful: list[Any] = [keep_best, *sampling_callbacks]
     if training.task_weighting.enabled:
         stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
