@@ -454,16 +454,12 @@ def _peak_rss() -> int:
 def eval_seconds(recipe, variant, data, base, adapter, store, prompts: int) -> dict:
     """One batch of evaluation generation as `evaluate_model` loads and runs it; the fast engine
     twice, since its first call compiles."""
-    from peft import PeftModel
-
-    from tasks.evaluation.evaluate import generate
-    from tasks.training.model import load_model_and_tokenizer
+    from tasks.evaluation.evaluate import generate, load_with_adapter
 
     config = recipe.evaluation.model_copy(
         update={"rollout_engine": variant.engine, "batch_size": prompts}
     )
-    model, tokenizer = load_model_and_tokenizer(base, store)
-    model = PeftModel.from_pretrained(model, str(store.local_dir(adapter.folder)))
+    model, tokenizer = load_with_adapter(base, adapter, store)
     batch = [row["prompt"] for row in store.read_jsonl(data.eval)[:prompts]]
     times = []
     for _ in range(2 if variant.engine == "fast" else 1):

@@ -254,6 +254,19 @@ class RetrainingConfig(_Strict):
     )
 
 
+class MonitoringConfig(_Strict):
+    """How `tucano analyze` watches production rewards: drift when their mean falls under the
+    floor, or is significantly lower (one-sided, at compare.alpha) than the champion's on its
+    own eval split."""
+
+    floor: float = Field(
+        0.50, ge=0, le=1, description="Lowest acceptable mean reward (the seed's plan: 0.50)."
+    )
+    drop_test: bool = Field(
+        True, description="Also test for a significant drop below the champion's eval rewards."
+    )
+
+
 class Recipe(_Strict):
     name: str
     description: str = ""
@@ -267,6 +280,7 @@ class Recipe(_Strict):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     retraining: RetrainingConfig = Field(default_factory=RetrainingConfig)
     compare: CompareConfig = Field(default_factory=CompareConfig)
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
 
     @model_validator(mode="after")
     def _seeds_are_distinct(self) -> Recipe:

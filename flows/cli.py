@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds without a heartbeat before a training run counts as crashed (default 90)",
     )
     for name, help_text in (
+        ("export", "the champion (or --model) merged into plain weights, with a card"),
+        ("analyze", "the champion (or --model) reads new reviews; drift starts a retraining"),
         ("pipeline", "the whole DAG: data, audit, train every seed, eval, compare, report"),
         ("data", "step 1: prepare the prompt sets and the SQLite database"),
         ("audit", "step 2: the reward audit gate"),
@@ -69,6 +71,18 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, parents=[common], help=help_text)
         if name == "train":
             command.add_argument("--seed", type=int, required=True)
+        if name in ("export", "analyze"):
+            command.add_argument(
+                "--model",
+                default="champion",
+                help="champion (default; analyze: the base model while none is promoted), "
+                "seed-N, or an adapter folder",
+            )
+        if name == "export":
+            command.add_argument("--to", required=True, help="folder or s3:// URI to write")
+        if name == "analyze":
+            command.add_argument("--output", required=True, help="JSONL file of the rows")
+            command.add_argument("--limit", type=int, help="at most this many new reviews")
         if name == "compare":
             for side in ("base", "candidate"):
                 command.add_argument(
@@ -80,11 +94,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], Any]:
     """The flow a subcommand runs and its arguments, with its results kept in `store`."""
-    from flows import pipeline
+    from flows import pipeline, production
     from flows.storage import in_store
 
     kwargs: dict[str, Any] = {"config": args.config, "artifacts": args.artifacts}
-    if args.command == "compare" and args.base_eval:
+    if args.command == "export":
+        flow = production.export_flow
+        kwargs.update(data=args.data, model=args.model, to=args.to)
+    elif args.command == "analyze":
+        flow = production.analyze_flow
+        kwargs.update(data=args.data, model=args.model, output=args.output, limit=args.limit)
+    elif args.command == "compare" and args.base_eval:
         flow = pipeline.compare_evaluations_flow
         kwargs.update(base_eval=args.base_eval, candidate_eval=args.candidate_eval)
     else:
@@ -112,6 +132,14 @@ def _summary(store: ArtifactStore, result: Any) -> str:
         ReportArtifact,
     )
 
+    if isinstance(result, str):
+        return f"exported model: {result}"
+    if isinstance(result, dict):
+        decision = result["monitoring"] or {
+            "status": "nothing analysed",
+            "reason": "no new reviews",
+        }
+        return f"monitoring: {decision['status']} ({decision['reason']})"
     if isinstance(result, ReportArtifact):
         return f"report: {store.uri(result.report_json)}"
     if isinstance(result, PreparedData):
@@ -208,13 +236,14 @@ def main(argv: list[str] | None = None) -> int:
     except RecipeError as exc:
         print(f"tucano: {exc}", file=sys.stderr)
         return 2
+    from flows.production import ModelChoiceError
     from tasks.evaluation.audit import AuditFailed
     from tasks.evaluation.report import EvalRowsError
     from tasks.prep.errors import DataTooSmall
     from tasks.prep.olist import OlistSchemaError
     from tasks.training.stopping import Preempted
 
-    explained = (OlistSchemaError, DataTooSmall, AuditFailed, EvalRowsError)
+    explained = (OlistSchemaError, DataTooSmall, AuditFailed, EvalRowsError, ModelChoiceError)
     _quiet_console((*explained, Preempted))
     store = ArtifactStore(args.artifacts)
     try:

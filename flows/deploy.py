@@ -26,8 +26,15 @@ LOCAL_DEPLOYMENTS = (
     "pipeline-local",
     "scheduled-retraining-local",
     "resume-training-local",
+    "review-analysis-local",
 )
-GPU_DEPLOYMENTS = ("seeded-training", "pipeline", "scheduled-retraining", "resume-training")
+GPU_DEPLOYMENTS = (
+    "seeded-training",
+    "pipeline",
+    "scheduled-retraining",
+    "resume-training",
+    "review-analysis",
+)
 TRAINING_FLOW = "tucano-seeded-training"
 ZOMBIE_AUTOMATION = "tucano-crash-silent-training-runs"
 FINAL_EVENTS = ("Completed", "Failed", "Cancelled", "Crashed")

@@ -5,6 +5,7 @@
 - pipeline: the whole DAG, seeds fanned out as seeded-training runs.
 - scheduled-retraining: retrain when the data changed, promote only a better model.
 - resume-training: started by an automation when a seeded-training run crashes.
+- review-analysis: daily, the production model reads new reviews; a reward drift retrains.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from prefect.states import Crashed, State
 
 from configs.recipe import load_recipe
 from flows.fanout import RESUME_TAG, handoff_path
-from flows.parameters import PipelineRun, RetrainingRun, TrainingRun
+from flows.parameters import AnalysisRun, PipelineRun, RetrainingRun, TrainingRun, project_path
 from flows.pipeline import prepare, run_pipeline, train_flow
+from flows.production import analyze_flow
 from flows.storage import in_store
 from tasks.core.manifests import Adapter, ReportArtifact
 from tasks.core.store import ArtifactStore
@@ -139,6 +141,19 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
     # 10. Remember what was trained on, so an unchanged source is not trained again.
     store.write_json(champions.LAST_TRAINED, state)
     return decision
+
+
+@flow(name="tucano-review-analysis")
+def review_analysis(run: AnalysisRun) -> dict[str, Any]:
+    store = ArtifactStore(run.paths()["artifacts"])
+    # 1-5. Analyse the new reviews, summarise, check for drift, retrain on drift (once).
+    return in_store(analyze_flow, store)(
+        **run.paths(),
+        output=project_path(run.output),
+        model=run.model,
+        limit=run.limit,
+        retraining_deployment=run.retraining_deployment,
+    )
 
 
 @flow(name="tucano-resume-training")

@@ -90,3 +90,28 @@ class PipelineRun(RunInputs):
 
 class RetrainingRun(PipelineRun):
     """Scheduled retraining: train on changed data, promote only a significantly better model."""
+
+
+class AnalysisRun(RunInputs):
+    """Daily: the production model reads the new reviews; drift starts a retraining."""
+
+    output: str = Field(
+        "artifacts/analysis/reviews.jsonl",
+        min_length=1,
+        description="JSONL file of the rows, one per review, on the worker: a project path or an "
+        "absolute one. A rerun skips the reviews already in it.",
+    )
+    model: str = Field(
+        "champion",
+        min_length=1,
+        description="champion (the base model while none is promoted), seed-N, or an adapter "
+        "folder on the worker.",
+    )
+    limit: int | None = Field(
+        None, ge=1, description="Analyse at most this many new reviews (all when empty)."
+    )
+    retraining_deployment: str = Field(
+        "tucano-scheduled-retraining/scheduled-retraining-local",
+        min_length=1,
+        description="The deployment (flow/deployment) a reward drift starts, once per drift.",
+    )

@@ -16,6 +16,7 @@ ROOMS = (
     "tasks.prep",
     "tasks.training",
     "tasks.evaluation",
+    "tasks.production",
     "flows",
 )
 

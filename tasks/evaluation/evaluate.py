@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from prefect import task
@@ -43,11 +44,23 @@ def generate(
     model: Any, tokenizer: Any, prompts: list[list[dict[str, str]]], config: EvalConfig
 ) -> list[dict[str, Any]]:
     """Completions for chat prompts, batched, reproducible for a given `config.seed`."""
+    return [row for batch in generate_batches(model, tokenizer, prompts, config) for row in batch]
+
+
+def generate_batches(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[list[dict[str, str]]],
+    config: EvalConfig,
+    *,
+    done: int = 0,
+) -> Iterator[list[dict[str, Any]]]:
+    """`generate`, one batch at a time, for callers that keep each batch as it comes; `done`
+    prompts were handled earlier (the progress bar starts there)."""
     import torch
 
     tokenizer.padding_side = "left"
     generation_config = _generation_config(config, tokenizer)
-    outputs: list[dict[str, Any]] = []
     model.eval()
     rollout = RolloutModel(model, config.rollout_engine)
     texts = [
@@ -55,13 +68,17 @@ def generate(
         for p in prompts
     ]
     # One shape for every batch, so a compiled engine compiles once.
-    width = max(len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"])
-    progress = tqdm(total=len(prompts), desc="generating", unit="prompt", disable=None)
+    width = max(
+        (len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]), default=0
+    )
+    progress = tqdm(
+        total=done + len(prompts), initial=done, desc="generating", unit="prompt", disable=None
+    )
     for start in range(0, len(prompts), config.batch_size):
         batch = texts[start : start + config.batch_size]
         encoded = tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
         encoded = encoded.to(model.device)
-        torch.manual_seed(config.seed + start)
+        torch.manual_seed(config.seed + done + start)
         generated = rollout.generate(
             encoded["input_ids"],
             encoded["attention_mask"],
@@ -69,8 +86,8 @@ def generate(
             width=width,
             rows=config.batch_size,
         )
-        new_tokens = generated[:, encoded["input_ids"].shape[1] :]
-        for row in new_tokens.tolist():
+        outputs = []
+        for row in generated[:, encoded["input_ids"].shape[1] :].tolist():
             ended = tokenizer.eos_token_id in row
             length = row.index(tokenizer.eos_token_id) + 1 if ended else len(row)
             outputs.append(
@@ -81,14 +98,26 @@ def generate(
                 }
             )
         progress.update(len(batch))
+        yield outputs
     progress.close()
-    return outputs
 
 
-def score_row(prompt_row: dict[str, Any], completion: str, database: str) -> dict[str, Any]:
+def score_row(prompt_row: dict[str, Any], completion: str, database: str | None) -> dict[str, Any]:
     context = {key: prompt_row[key] for key in CONTEXT_KEYS}
     result = score(prompt_row["task"], completion_text(completion), database=database, **context)
     return {"total": result.total, "components": result.components}
+
+
+def load_with_adapter(
+    base: BaseModelArtifact, adapter: Adapter | None, store: ArtifactStore
+) -> tuple[Any, Any]:
+    """The base model as the recipe runs it, with the adapter on top when there is one."""
+    model, tokenizer = load_model_and_tokenizer(base, store)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(store.local_dir(adapter.folder)))
+    return model, tokenizer
 
 
 def evaluate_model(
@@ -98,11 +127,7 @@ def evaluate_model(
     adapter: Adapter | None,
     store: ArtifactStore,
 ) -> EvalRows:
-    model, tokenizer = load_model_and_tokenizer(base, store)
-    if adapter is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(store.local_dir(adapter.folder)))
+    model, tokenizer = load_with_adapter(base, adapter, store)
     tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
     prompts = store.read_jsonl(data.eval)
     database = str(data.local_database(store))

@@ -152,7 +152,12 @@ def _read_bytes(uri: str, name: str) -> bytes:
 
 def load_tables(source: DataSource) -> dict[str, pd.DataFrame]:
     """Read and check every table of the source; typed columns come back converted."""
-    return {name: _load_table(source.uri, spec) for name, spec in TABLES.items()}
+    return read_tables(source.uri, tuple(TABLES))
+
+
+def read_tables(uri: str, names: tuple[str, ...]) -> dict[str, pd.DataFrame]:
+    """Read and check the named tables of the Olist folder at `uri`."""
+    return {name: _load_table(uri, TABLES[name]) for name in names}
 
 
 def _load_table(uri: str, spec: TableSpec) -> pd.DataFrame:

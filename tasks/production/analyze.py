@@ -1,0 +1,187 @@
+"""`tucano analyze`: the production model reads reviews no model of this project has seen.
+
+Every review with a comment whose order no champion trained on and no eval split used gets the
+extraction prompt of data prep (the same template), a completion from the model, the parsed
+10-field object (or null, and why) and the reward the training used, one JSONL row per review.
+Rows are appended and flushed batch by batch: a rerun after a kill skips the reviews already
+written (a torn last line is dropped first), so the file is never half a row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from configs.recipe import EvalConfig
+from rewards.extraction import FIELDS, VALUE_CHECKS, parse_json_object
+from tasks.evaluation.evaluate import generate_batches, score_row
+from tasks.prep.extraction import extraction_prompt, has_review_text
+from tasks.prep.olist import read_tables
+from tasks.prep.orders import order_view
+
+# The tables the extraction prompt is built from; payments, sellers and the category
+# translation are not needed to analyse reviews.
+REVIEW_TABLES = ("orders", "order_items", "products", "customers", "order_reviews")
+
+
+def new_reviews(uri: str, excluded_orders: set[str], limit: int | None = None) -> list[dict]:
+    """Extraction prompt rows for the reviews with a comment whose order is not excluded, in
+    order id order. Bad input stops with the file and column named (OlistSchemaError)."""
+    view = order_view(read_tables(uri, REVIEW_TABLES))
+    with_text = view[view.apply(has_review_text, axis=1)]
+    fresh = with_text[~with_text["order_id"].isin(excluded_orders)]
+    rows = [extraction_prompt(order) for _, order in fresh.iterrows()]
+    return rows[:limit] if limit is not None else rows
+
+
+def parsed_fields(completion: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The 10-field object when every field is there with a valid value; else None and why."""
+    data, _ = parse_json_object(completion)
+    if data is None:
+        return None, "no JSON object in the completion"
+    missing = [name for name in FIELDS if name not in data]
+    if missing:
+        return None, f"missing field(s): {', '.join(missing)}"
+    invalid = [name for name in FIELDS if not VALUE_CHECKS[name](data[name])]
+    if invalid:
+        return None, f"invalid value(s): {', '.join(invalid)}"
+    return {name: data[name] for name in FIELDS}, None
+
+
+def analysis_row(prompt: dict[str, Any], generation: dict[str, Any]) -> dict[str, Any]:
+    parsed, why = parsed_fields(generation["completion"])
+    return {
+        "order_id": prompt["order_id"],
+        "review_id": prompt["review_id"],
+        "completion": generation["completion"],
+        "parsed": parsed,
+        "parse_error": why,
+        "truncated": generation["truncated"],
+        "tokens": generation["tokens"],
+        # The reward training used, through the same code path (no database: extraction).
+        **score_row(prompt, generation["completion"], None),
+    }
+
+
+def written_rows(output: Path) -> list[dict[str, Any]]:
+    """The rows a previous run wrote; a last line torn by a kill is cut off the file first."""
+    if not output.exists():
+        return []
+    content = output.read_bytes()
+    whole = content[: content.rfind(b"\n") + 1]
+    if len(whole) != len(content):
+        with output.open("r+b") as handle:
+            handle.truncate(len(whole))
+    return [json.loads(line) for line in whole.decode("utf-8").splitlines() if line.strip()]
+
+
+def analyze(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[dict[str, Any]],
+    config: EvalConfig,
+    output: Path,
+) -> list[dict[str, Any]]:
+    """Every prompt's row in `output`, generating only those not written yet; all rows back."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    rows = written_rows(output)
+    done = {row["review_id"] for row in rows}
+    todo = [prompt for prompt in prompts if prompt["review_id"] not in done]
+    if not todo:
+        return rows
+    batches = generate_batches(
+        model, tokenizer, [p["prompt"] for p in todo], config, done=len(rows)
+    )
+    with output.open("a", encoding="utf-8") as sink:
+        start = 0
+        for generations in batches:
+            batch = [
+                analysis_row(prompt, generation)
+                for prompt, generation in zip(todo[start:], generations, strict=False)
+            ]
+            start += len(batch)
+            sink.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in batch))
+            sink.flush()
+            os.fsync(sink.fileno())
+            rows.extend(batch)
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Parse rate, truncation, mean reward per component, counts by sentiment and churn risk."""
+    if not rows:
+        return {"reviews": 0}
+    components = sorted({name for row in rows for name in row["components"]})
+    return {
+        "reviews": len(rows),
+        "parse_rate": _share(row["parsed"] is not None for row in rows),
+        "truncated": _share(row["truncated"] for row in rows),
+        "mean_reward": statistics.fmean(row["total"] for row in rows),
+        "mean_components": {
+            name: statistics.fmean(
+                row["components"][name] for row in rows if name in row["components"]
+            )
+            for name in components
+        },
+        "by_sentiment": _counts(rows, "sentiment"),
+        "by_churn_risk": _counts(rows, "churn_risk"),
+    }
+
+
+def _share(flags: Iterable[bool]) -> float:
+    values = list(flags)
+    return sum(values) / len(values)
+
+
+def _counts(rows: list[dict[str, Any]], field: str) -> dict[str, int]:
+    counts = Counter(row["parsed"][field] if row["parsed"] else "unparsed" for row in rows)
+    return dict(sorted(counts.items()))
+
+
+def summary_markdown(summary: dict[str, Any], output: str, plot: str | None) -> str:
+    if not summary["reviews"]:
+        return f"# Review analysis\n\nNo new reviews to analyse; rows: `{output}`\n"
+    lines = [
+        "# Review analysis",
+        "",
+        f"- Reviews: {summary['reviews']} (rows: `{output}`; plot: `{plot}`)",
+        f"- Parsed into the 10 fields: {summary['parse_rate']:.1%}",
+        f"- Truncated at the token budget: {summary['truncated']:.1%}",
+        f"- Mean reward: {summary['mean_reward']:.3f}",
+        "",
+        "| Reward component | Mean |",
+        "|---|---:|",
+        *(f"| {name} | {value:+.3f} |" for name, value in summary["mean_components"].items()),
+    ]
+    for title, key in (("Sentiment", "by_sentiment"), ("Churn risk", "by_churn_risk")):
+        lines += ["", f"| {title} | Reviews |", "|---|---:|"]
+        lines += [f"| {value} | {count} |" for value, count in summary[key].items()]
+    return "\n".join(lines) + "\n"
+
+
+def summary_plot(rows: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> Path:
+    """Reward distribution, and reviews by sentiment and by churn risk."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display on workers or CI
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    axes[0].hist([row["total"] for row in rows], bins=20, range=(0, 1), color="#3b6ea5")
+    axes[0].set(title="Reward per review", xlabel="reward", ylabel="reviews")
+    for axis, key, title in (
+        (axes[1], "by_sentiment", "Sentiment"),
+        (axes[2], "by_churn_risk", "Churn risk"),
+    ):
+        counts = summary.get(key, {})
+        axis.bar(list(counts), list(counts.values()), color="#6a994e")
+        axis.set(title=title, ylabel="reviews")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
