@@ -282,8 +282,9 @@ def print_table(profile, recipe, steps, variants, results, shape, rates) -> None
         print(
             f"\nFloor: generation {floor['generation']:.3f} s + update {floor['update']:.3f} s "
             f"= {floor['step']:.3f} s per step, from {shape['matmul_params'] / 1e6:.0f}M matmul "
-            f"weights, {sample['sequences']} sequences x {sample['max_completion']} decode steps, "
-            f"{sample['prompt_tokens'] + sample['completion_tokens']} tokens trained; measured "
+            f"weights, {sample['sequences']} sequences x {sample['max_completion']:.0f} decode "
+            f"steps, {sample['prompt_tokens'] + sample['completion_tokens']:.0f} tokens trained; "
+            "measured "
             f"here: {rates['bandwidth'] / 1e12:.2f} TB/s copy bandwidth, "
             f"{rates['matmul'] / 1e12:.2f} TFLOP/s matrix rate."
         )
