@@ -18,7 +18,7 @@ from prefect.artifacts import create_markdown_artifact
 from configs.recipe import DEFAULT_RECIPE, Recipe
 from flows.pipeline import DEFAULT_ARTIFACTS, DEFAULT_DATA, _open, prepare_audited, starting_model
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
-from tasks.core.store import ArtifactStore
+from tasks.core.store import ArtifactStore, digest_folder
 from tasks.evaluation import champion as champions
 from tasks.evaluation.evaluate import evaluate_model_task, load_with_adapter
 from tasks.production import analyze as analysis
@@ -65,10 +65,12 @@ def production_model(spec: str, recipe: Recipe, store: ArtifactStore, data: str)
         raise ModelChoiceError(
             f"--model {spec}: not 'champion', 'seed-N' or a folder with adapter_config.json"
         )
-    stored = store.put_dir(folder, f"exports/adapters/{folder.resolve().name}")
-    location = f"exports/adapters/{folder.resolve().name}"
+    # Named by content: two folders called "final" are two adapters.
+    digest = digest_folder(folder)
+    location = f"exports/adapters/{digest[:16]}"
+    stored = store.put_dir(folder, location)
     adapter = Adapter(
-        fingerprint=store.dir_digest(location),
+        fingerprint=digest,
         seed=-1,  # trained elsewhere: no seed or training record of this project
         run_key="external",
         folder=location,

@@ -22,7 +22,7 @@ from tasks.core.caching import ContentKey, cache_token
 from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.model import load_model_and_tokenizer
-from tasks.training.rollout import RolloutModel
+from tasks.training.rollout import RolloutModel, completions_until_eos
 
 BASE_TAG = "base"
 
@@ -86,19 +86,16 @@ def generate_batches(
             width=width,
             rows=config.batch_size,
         )
-        outputs = []
-        for row in generated[:, encoded["input_ids"].shape[1] :].tolist():
-            ended = tokenizer.eos_token_id in row
-            length = row.index(tokenizer.eos_token_id) + 1 if ended else len(row)
-            outputs.append(
-                {
-                    "completion": tokenizer.decode(row[:length], skip_special_tokens=True),
-                    "tokens": length,
-                    "truncated": not ended,
-                }
-            )
+        completions = generated[:, encoded["input_ids"].shape[1] :]
         progress.update(len(batch))
-        yield outputs
+        yield [
+            {
+                "completion": tokenizer.decode(row, skip_special_tokens=True),
+                "tokens": len(row),
+                "truncated": row[-1] != tokenizer.eos_token_id,
+            }
+            for row in completions_until_eos(completions, [tokenizer.eos_token_id])
+        ]
     progress.close()
 
 

@@ -35,8 +35,8 @@ def new_reviews(uri: str, excluded_orders: set[str], limit: int | None = None) -
     view = order_view(read_tables(uri, REVIEW_TABLES))
     with_text = view[view.apply(has_review_text, axis=1)]
     fresh = with_text[~with_text["order_id"].isin(excluded_orders)]
-    rows = [extraction_prompt(order) for _, order in fresh.iterrows()]
-    return rows[:limit] if limit is not None else rows
+    chosen = fresh if limit is None else fresh.head(limit)
+    return [extraction_prompt(order) for _, order in chosen.iterrows()]
 
 
 def parsed_fields(completion: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -100,10 +100,8 @@ def analyze(
     with output.open("a", encoding="utf-8") as sink:
         start = 0
         for generations in batches:
-            batch = [
-                analysis_row(prompt, generation)
-                for prompt, generation in zip(todo[start:], generations, strict=False)
-            ]
+            handled = todo[start : start + len(generations)]
+            batch = list(map(analysis_row, handled, generations))
             start += len(batch)
             sink.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in batch))
             sink.flush()

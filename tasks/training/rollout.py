@@ -219,6 +219,7 @@ class FastRollouts:
     ) -> tuple[list[list[int]], None]:
         import torch
         from trl.extras.profiling import profiling_context
+        from trl.trainer.utils import pad
 
         if images is not None or multimodal_fields:
             raise RolloutError("the rollout engine generates text only; prompts carry images")
@@ -227,12 +228,11 @@ class FastRollouts:
         if self._rollout.synced_step != self.state.global_step:
             with profiling_context(self, "rollout.sync"):
                 self._rollout.sync(self.state.global_step)
-        pad_id = self._tokenizer.pad_token_id
-        width = max(len(ids) for ids in prompt_ids)
-        input_ids = torch.tensor([[pad_id] * (width - len(ids)) + ids for ids in prompt_ids])
-        attention_mask = torch.tensor(
-            [[0] * (width - len(ids)) + [1] * len(ids) for ids in prompt_ids]
-        )
+        # Left-padded as TRL's own generate path pads them.
+        prompts = [torch.tensor(ids) for ids in prompt_ids]
+        input_ids = pad(prompts, padding_value=self._tokenizer.pad_token_id, padding_side="left")
+        attention_mask = pad([torch.ones_like(t) for t in prompts], padding_side="left")
+        width = input_ids.shape[1]
         device = self.accelerator.device
         with profiling_context(self, "rollout.generate"):
             sequences = self._rollout.generate(
