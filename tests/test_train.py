@@ -79,3 +79,26 @@ def test_adapter_has_the_recipes_lora(small_run) -> None:
     store, adapter = small_run
     config = json.loads(Path(store.local_dir(adapter.folder), "adapter_config.json").read_text())
     assert (config["r"], config["lora_alpha"]) == (16, 32)
+
+
+def test_the_lora_initialisation_follows_the_seed_not_the_process_history(tmp_path) -> None:
+    import torch
+
+    from tasks.training.train import build_trainer
+
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+    training = TrainingConfig(max_steps=1, save_steps=1, heldout_prompts=0)
+    adapters = []
+    for history, seed in ((1, 5), (2, 5), (1, 6)):
+        torch.manual_seed(history)  # what earlier work in the process left in the generator
+        run = build_trainer(
+            training, LoraConfig(), data, base, seed, store, tmp_path / str(history)
+        )
+        adapters.append(
+            torch.cat(
+                [p.flatten() for n, p in run.trainer.model.named_parameters() if "lora_A" in n]
+            )
+        )
+    assert torch.equal(adapters[0], adapters[1])
+    assert not torch.equal(adapters[0], adapters[2])

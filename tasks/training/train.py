@@ -180,6 +180,7 @@ def build_trainer(
     policy = load_policy(backend, base, lora, seed, max_seq_length, store)
 
     from datasets import Dataset
+    from transformers import set_seed
     from transformers.trainer_callback import PrinterCallback
 
     from tasks.training import callbacks
@@ -196,6 +197,10 @@ def build_trainer(
     if training.task_weighting.enabled:
         stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
     sigterm = callbacks.CheckpointOnSigterm()
+    # GRPOTrainer draws the LoRA initialisation before it seeds anything: without this, the
+    # adapter's A matrices came from whatever the process had drawn before (a cached SFT model
+    # drew nothing), and the same run gave different gradients from step 1.
+    set_seed(seed)
     trainer = trainer_class(
         model=policy.model,
         reward_funcs=functions,
