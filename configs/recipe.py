@@ -169,6 +169,12 @@ class TrainingConfig(_Strict):
         "sum_then_normalize"
     )
     task_weighting: TaskWeightingConfig = Field(default_factory=TaskWeightingConfig)
+    tasks: list[Task] = Field(
+        default_factory=lambda: list(TASKS),
+        min_length=1,
+        description="Tasks whose train prompts GRPO trains on (and holds out for its periodic "
+        "eval); every task is still evaluated and compared.",
+    )
     num_generations: int = Field(16, ge=2)
     prompts_per_step: int = Field(2, gt=0)
     max_completion_length: int = Field(512, gt=0)

@@ -67,7 +67,9 @@ def starting_model(recipe: Recipe, store: ArtifactStore, prepared: PreparedData)
     if not recipe.sft.enabled:
         return StartingModel(base, None)
     # SFT on the train split's reference answers, merged into the weights GRPO starts from.
-    return StartingModel(train_sft_task(recipe.sft, recipe.lora, prepared, base, store), base)
+    answer_limit = min(recipe.training.max_completion_length, recipe.evaluation.max_new_tokens)
+    model = train_sft_task(recipe.sft, recipe.lora, prepared, base, store, answer_limit)
+    return StartingModel(model, base)
 
 
 class Evaluations(NamedTuple):

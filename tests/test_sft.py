@@ -99,3 +99,74 @@ def test_sft_on_4bit_weights_is_refused_naming_the_fields(tmp_path: Path) -> Non
     nf4 = base.model_copy(update={"load_in_4bit": True})
     with pytest.raises(SftError, match=r"model\.load_in_4bit"):
         train_sft(SMALL_SFT, LoraConfig(), data, nf4, store)
+
+
+def test_sft_targets_end_with_the_end_of_turn_and_the_loss_covers_it(tmp_path: Path) -> None:
+    """A model only learns to stop if the token that stops generation is a target: each example's
+    supervised tokens are the reference followed by the chat template's end of turn, which is
+    the tokenizer's eos, the token evaluation and rollouts stop on."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from tasks.training.model import IM_END, load_model_and_tokenizer
+    from tasks.training.sft import sft_args
+
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    model, tokenizer = load_model_and_tokenizer(base, store)
+    assert tokenizer.eos_token == IM_END
+    rows = store.read_jsonl(data.train)
+    trainer = SFTTrainer(
+        model=model,
+        # Long enough for every example: one cut at max_length loses its end of turn.
+        args=sft_args(SMALL_SFT.model_copy(update={"max_length": 4096}), tmp_path / "out"),
+        train_dataset=Dataset.from_list(sft_examples(rows)),
+        processing_class=tokenizer,
+    )
+    for row, example in zip(rows, trainer.train_dataset, strict=True):
+        target = [label for label in example["labels"] if label != -100]
+        reference = tokenizer(row["reference"], add_special_tokens=False)["input_ids"]
+        assert target[: len(reference)] == reference
+        assert target[len(reference)] == tokenizer.eos_token_id
+
+
+def test_references_longer_than_the_generation_limit_are_named(tmp_path: Path) -> None:
+    from tasks.training.model import load_tokenizer
+    from tasks.training.sft import answers_too_long
+
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    tokenizer = load_tokenizer(base, store)
+    rows = store.read_jsonl(data.train)
+    lengths: dict[str, list[int]] = {}
+    for row in rows:
+        ids = tokenizer(row["reference"] + tokenizer.eos_token, add_special_tokens=False)
+        lengths.setdefault(row["task"], []).append(len(ids["input_ids"]))
+    longest = max(max(n) for n in lengths.values())
+    assert answers_too_long(rows, tokenizer, longest) == {}
+    limit = sorted(n for ns in lengths.values() for n in ns)[len(rows) // 2]
+    expected = {
+        task: (sum(n > limit for n in ns), len(ns), max(ns))
+        for task, ns in lengths.items()
+        if max(ns) > limit
+    }
+    assert expected and answers_too_long(rows, tokenizer, limit) == expected
+
+
+def test_the_default_recipe_lets_every_reference_answer_end(tmp_path: Path) -> None:
+    """The embedded default's tokenizer, references and generation limits agree: no answer SFT
+    teaches is longer than rollouts and evaluation may generate (its end of turn included)."""
+    from configs.recipe import DEFAULT_RECIPE, load_recipe
+    from tasks.prep.build import prepare_data
+    from tasks.prep.olist import fingerprint_source
+    from tasks.training.model import load_tokenizer, prepare_base_model
+    from tasks.training.sft import answers_too_long
+
+    from .conftest import SHIPPED_DATA
+
+    recipe = load_recipe(DEFAULT_RECIPE)
+    store = ArtifactStore(tmp_path)
+    data = prepare_data(fingerprint_source(str(SHIPPED_DATA)), recipe.data, store)
+    tokenizer = load_tokenizer(prepare_base_model(recipe.model, data, store), store)
+    limit = min(recipe.training.max_completion_length, recipe.evaluation.max_new_tokens)
+    assert answers_too_long(store.read_jsonl(data.train), tokenizer, limit) == {}

@@ -31,8 +31,9 @@ def small_run(tmp_path_factory):
         heldout_prompts=4,
         num_generations_eval=2,
         eval_steps=2,
-        # The first eval is a best; no later one can beat it by 10: stop at the second eval.
-        early_stopping_patience=1,
+        # The first eval (before step 1) is a best; no later one can beat it by 10: stop at
+        # the third eval.
+        early_stopping_patience=2,
         min_improvement=10.0,
     )
     adapter = train_seed(training, LoraConfig(), data, base, seed=7, store=store)
@@ -67,11 +68,13 @@ def test_early_stopping_keeps_the_best_adapter(small_run) -> None:
     summary = store.read_json(f"runs/{run}/summary.json")
     assert summary["final_step"] == adapter.global_step == 4  # of max_steps 6
     assert summary["stop_reason"].startswith("early stopping")
-    assert adapter.best_step == 2 == store.read_json(f"runs/{run}/best.json")["step"]
+    # The held-out eval before the first step is the start GRPO must beat: when nothing beats
+    # it, the exported adapter is the untrained one, and the tuned model equals its base.
+    assert adapter.best_step == 0 == store.read_json(f"runs/{run}/best.json")["step"]
     assert adapter.folder == f"runs/{run}/best" and store.is_complete(adapter.folder)
     history = store.read_json(adapter.log_history)
     eval_steps = [entry["step"] for entry in history if "eval_reward" in entry]
-    assert eval_steps == [2, 4]
+    assert eval_steps == [0, 2, 4]
     assert adapter.best_eval_reward == next(e["eval_reward"] for e in history if "eval_reward" in e)
 
 
@@ -102,3 +105,20 @@ def test_the_lora_initialisation_follows_the_seed_not_the_process_history(tmp_pa
         )
     assert torch.equal(adapters[0], adapters[1])
     assert not torch.equal(adapters[0], adapters[2])
+
+
+def test_grpo_trains_and_holds_out_only_the_recipe_s_tasks(tmp_path) -> None:
+    from tasks.training.train import build_trainer
+
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+    training = TrainingConfig(max_steps=1, save_steps=1, heldout_prompts=2, tasks=["sql_qa"])
+    run = build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")
+    sql_rows = [row for row in store.read_jsonl(data.train) if row["task"] == "sql_qa"]
+    assert len(sql_rows) > 2
+    assert [row["prompt_id"] for row in run.trainer.train_dataset] == [
+        row["prompt_id"] for row in sql_rows[:-2]
+    ]
+    assert [row["prompt_id"] for row in run.trainer.eval_dataset] == [
+        row["prompt_id"] for row in sql_rows[-2:]
+    ]

@@ -169,6 +169,78 @@ def _sft_section(sft: dict[str, Any]) -> list[str]:
     ]
 
 
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def training_summary(
+    adapters: list[Adapter], histories: dict[int, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Per seed, what a reader needs to judge training: the share of GRPO groups whose rewards
+    all tie (TRL's `frac_reward_zero_std`, no learning signal) over the logged train steps, the
+    held-out reward at the first eval and at the exported step, why training stopped and where.
+    `histories` maps a seed to its trainer log history."""
+    rows = []
+    for adapter in sorted(adapters, key=lambda a: a.seed):
+        history = histories.get(adapter.seed, [])
+        tied = [
+            e["frac_reward_zero_std"]
+            for e in sorted(
+                (e for e in history if "frac_reward_zero_std" in e), key=lambda e: e["step"]
+            )
+        ]
+        quarter = max(1, len(tied) // 4)
+        evals = [e for e in history if "eval_reward" in e]
+        first = min(evals, key=lambda e: e["step"]) if evals else None
+        rows.append(
+            {
+                "seed": adapter.seed,
+                "global_step": adapter.global_step,
+                "tied_groups_logged_steps": len(tied),
+                "tied_groups_mean": _mean(tied),
+                "tied_groups_first_quarter": _mean(tied[:quarter]),
+                "tied_groups_last_quarter": _mean(tied[-quarter:]),
+                "start_eval_step": first["step"] if first else None,
+                "start_eval_reward": first["eval_reward"] if first else None,
+                "chosen_step": adapter.best_step,
+                "chosen_eval_reward": adapter.best_eval_reward,
+                "exported": "final" if adapter.best_step is None else "best",
+                "stop_reason": adapter.stop_reason,
+            }
+        )
+    return rows
+
+
+def _training_table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| Seed | steps | tied groups: mean (first ¼ → last ¼) | held-out reward at start "
+        "(step) | at chosen step (step) | stop reason |",
+        "|---|---:|---|---|---|---|",
+    ]
+    for r in rows:
+        tied = (
+            f"{fmt(r['tied_groups_mean'])} ({fmt(r['tied_groups_first_quarter'])} → "
+            f"{fmt(r['tied_groups_last_quarter'])})"
+            if r["tied_groups_mean"] is not None
+            else "n/a"
+        )
+        start = (
+            "n/a (no eval logged)"
+            if r["start_eval_step"] is None
+            else f"{fmt(r['start_eval_reward'])} (step {r['start_eval_step']})"
+        )
+        chosen = (
+            "n/a (final adapter exported)"
+            if r["chosen_step"] is None
+            else f"{fmt(r['chosen_eval_reward'])} (step {r['chosen_step']})"
+        )
+        reason = (r["stop_reason"] or "n/a").replace("|", "\\|")
+        lines.append(
+            f"| {r['seed']} | {r['global_step']} | {tied} | {start} | {chosen} | {reason} |"
+        )
+    return "\n".join(lines)
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     comparison: Comparison = report["comparison"]
     method = comparison.method
@@ -188,6 +260,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for seed, results in comparison.per_seed.items():
         parts += ["", f"## Seed {seed}", "", _markdown_table(results)]
+    if report.get("training"):
+        parts += ["", "## Training per seed", "", _training_table(report["training"])]
     parts += [""]
     if report.get("sft"):
         parts += _sft_section(report["sft"])
@@ -225,6 +299,7 @@ def build_report(
     }
     scores = base_rows + [row for seed in sorted(rows_by_seed) for row in rows_by_seed[seed]]
     prompt_texts = {row["prompt_id"]: last_user_message(row["prompt"]) for row in eval_prompts}
+    histories = {a.seed: store.read_json(a.log_history) for a in adapters}
     report = {
         "recipe": recipe.name,
         "config_fingerprint": recipe.fingerprint(),
@@ -233,6 +308,7 @@ def build_report(
         "base_model": base.model_dump(),
         "seeds": sorted(rows_by_seed),
         "adapters": [a.model_dump() for a in adapters],
+        "training": training_summary(adapters, histories),
         "eval_prompts": len(base_rows),
         "eval_temperature": recipe.evaluation.temperature if recipe.evaluation.do_sample else 0.0,
         "comparison": compare(
@@ -254,9 +330,7 @@ def build_report(
     pictures = {
         "base_vs_tuned.png": plots.base_vs_tuned(report["comparison"].pooled),
         "score_distributions.png": plots.score_distributions(base_rows, seed_average(rows_by_seed)),
-        "training_curves.png": plots.training_curves(
-            {a.seed: store.read_json(a.log_history) for a in adapters}
-        ),
+        "training_curves.png": plots.training_curves(histories),
     }
     for name, png in pictures.items():
         store.write_bytes(f"{folder}/{name}", png)

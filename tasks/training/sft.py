@@ -60,6 +60,29 @@ def sft_examples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def answers_too_long(
+    rows: list[dict[str, Any]], tokenizer: Any, limit: int
+) -> dict[str, tuple[int, int, int]]:
+    """Per task, the references that do not fit `limit` generated tokens with their end of turn:
+    (how many, of how many, the longest in tokens). SFT teaching such an answer teaches one that
+    generation always cuts before it ends, and its end of turn is never learned where it counts."""
+    end_of_turn = tokenizer.eos_token
+    lengths: dict[str, list[int]] = {}
+    for row, ids in zip(
+        rows,
+        tokenizer([row["reference"] + end_of_turn for row in rows], add_special_tokens=False)[
+            "input_ids"
+        ],
+        strict=True,
+    ):
+        lengths.setdefault(row["task"], []).append(len(ids))
+    return {
+        task: (sum(n > limit for n in counts), len(counts), max(counts))
+        for task, counts in lengths.items()
+        if max(counts) > limit
+    }
+
+
 def sft_args(config: SftConfig, output_dir: Path) -> Any:
     import torch
     from trl import SFTConfig
@@ -96,9 +119,11 @@ def train_sft(
     data: PreparedData,
     base: BaseModelArtifact,
     store: ArtifactStore,
+    answer_limit: int | None = None,
 ) -> BaseModelArtifact:
     """The SFT model, merged into plain weights in the store, resumed from its newest checkpoint
-    when a run was cut short."""
+    when a run was cut short. `answer_limit` is the fewest tokens the recipe lets a model
+    generate (rollouts, evaluation): references longer than that are reported."""
     if base.load_in_4bit:
         raise SftError(
             "sft.enabled with model.load_in_4bit: merging an adapter into NF4 weights loses "
@@ -119,6 +144,17 @@ def train_sft(
 
     from tasks.training import callbacks
 
+    rows = store.read_jsonl(data.train)
+    if answer_limit is not None:
+        for task_name, (over, total, longest) in answers_too_long(
+            rows, tokenizer, answer_limit
+        ).items():
+            log.warning(
+                "%d of %d %s reference answers (the longest %d tokens with the end of turn) do not "
+                "fit the %d tokens generation allows (training.max_completion_length, "
+                "evaluation.max_new_tokens): the model learns answers that are always cut short",
+                over, total, task_name, longest, answer_limit,
+            )  # fmt: skip
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", config.keep_checkpoints)
     sigterm = callbacks.CheckpointOnSigterm()
     with tempfile.TemporaryDirectory(prefix="tucano-sft-") as tmp:
@@ -127,7 +163,7 @@ def train_sft(
         trainer = SFTTrainer(
             model=model,
             args=sft_args(config, workdir / "checkpoints"),
-            train_dataset=Dataset.from_list(sft_examples(store.read_jsonl(data.train))),
+            train_dataset=Dataset.from_list(sft_examples(rows)),
             processing_class=tokenizer,
             peft_config=None if config.full_finetune else peft_lora_config(lora),
             callbacks=[callbacks.UploadCheckpoints(checkpoints), callbacks.LogSteps(), sigterm],

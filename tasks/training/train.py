@@ -67,7 +67,12 @@ GRPO_PASSTHROUGH = (
 )  # fmt: skip
 
 
-def grpo_config(training: TrainingConfig, seed: int, output_dir: Path) -> Any:
+def grpo_config(
+    training: TrainingConfig, seed: int, output_dir: Path, *, resuming: bool = False
+) -> Any:
+    """TRL's config for one seed. A fresh run evaluates the held-out prompts before its first
+    step, so the report shows where GRPO started and the best adapter can be the unchanged
+    start when no step beat it; a resumed run had that eval already (its RNG state follows it)."""
     import torch
     from trl import GRPOConfig
 
@@ -86,6 +91,7 @@ def grpo_config(training: TrainingConfig, seed: int, output_dir: Path) -> Any:
         save_strategy="steps",
         eval_strategy="steps" if training.heldout_prompts else "no",
         eval_steps=training.eval_steps,
+        eval_on_start=bool(training.heldout_prompts) and not resuming,
         num_generations_eval=training.num_generations_eval,
         per_device_eval_batch_size=training.num_generations_eval * training.prompts_per_step,
         # Only the newest local copy is kept; the store keeps `keep_checkpoints` of them.
@@ -172,7 +178,7 @@ def build_trainer(
         # slower.
         import unsloth  # noqa: F401
     key = run_key(training, lora, data, base, seed, backend)
-    all_rows = store.read_jsonl(data.train)
+    all_rows = [row for row in store.read_jsonl(data.train) if row["task"] in training.tasks]
     train_rows, heldout_rows = split_heldout(all_rows, training.heldout_prompts)
     prompt_width = longest_prompt(base, store, [row["prompt"] for row in all_rows])
     # Loaded before anything imports trl: Unsloth patches it on import.
@@ -204,7 +210,7 @@ def build_trainer(
     trainer = trainer_class(
         model=policy.model,
         reward_funcs=functions,
-        args=grpo_config(training, seed, output_dir),
+        args=grpo_config(training, seed, output_dir, resuming=resume is not None),
         train_dataset=Dataset.from_list(train_rows),
         eval_dataset=Dataset.from_list(heldout_rows) if heldout_rows else None,
         processing_class=policy.tokenizer,
