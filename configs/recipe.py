@@ -221,6 +221,11 @@ class SftConfig(_Strict):
         False, description="Train every weight (a tiny model) instead of a LoRA adapter (lora:)."
     )
     learning_rate: float = Field(2e-4, gt=0)
+    lr_scheduler_type: Literal["constant_with_warmup", "linear", "cosine"] = Field(
+        "constant_with_warmup",
+        description="linear/cosine decay to 0 by max_steps: a short run at a high rate ends on a "
+        "settled model instead of wherever its last steps left it.",
+    )
     max_steps: int = Field(200, gt=0)
     batch_size: int = Field(8, gt=0)
     save_steps: int = Field(50, gt=0)

@@ -170,3 +170,11 @@ def test_the_default_recipe_lets_every_reference_answer_end(tmp_path: Path) -> N
     tokenizer = load_tokenizer(prepare_base_model(recipe.model, data, store), store)
     limit = min(recipe.training.max_completion_length, recipe.evaluation.max_new_tokens)
     assert answers_too_long(store.read_jsonl(data.train), tokenizer, limit) == {}
+
+
+@pytest.mark.parametrize("schedule", ["constant_with_warmup", "linear"])
+def test_the_recipe_s_sft_schedule_reaches_trl(tmp_path: Path, schedule: str) -> None:
+    from tasks.training.sft import sft_args
+
+    args = sft_args(SMALL_SFT.model_copy(update={"lr_scheduler_type": schedule}), tmp_path)
+    assert args.lr_scheduler_type.value == schedule

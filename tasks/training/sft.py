@@ -93,7 +93,7 @@ def sft_args(config: SftConfig, output_dir: Path) -> Any:
         seed=config.seed,
         data_seed=config.seed,
         learning_rate=config.learning_rate,
-        lr_scheduler_type="constant_with_warmup",
+        lr_scheduler_type=config.lr_scheduler_type,
         warmup_steps=0.05,
         max_steps=config.max_steps,
         per_device_train_batch_size=config.batch_size,
