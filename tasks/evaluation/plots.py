@@ -32,9 +32,11 @@ def base_vs_tuned(pooled: dict[str, PairedTest]) -> bytes:
     positions = range(len(tasks))
     base = [pooled[t].base_mean for t in tasks]
     tuned = [pooled[t].tuned_mean for t in tasks]
+    # A percentile bootstrap interval need not contain the mean it resamples (one nonzero pair
+    # among many puts the mean above the interval's top): that side of the bar gets no whisker.
     errors = [
-        [pooled[t].delta - pooled[t].ci_low for t in tasks],
-        [pooled[t].ci_high - pooled[t].delta for t in tasks],
+        [max(0.0, pooled[t].delta - pooled[t].ci_low) for t in tasks],
+        [max(0.0, pooled[t].ci_high - pooled[t].delta) for t in tasks],
     ]
     axis.bar([p - 0.2 for p in positions], base, 0.4, label="base", color=BASE_COLOR)
     axis.bar([p + 0.2 for p in positions], tuned, 0.4, yerr=errors, capsize=3,
