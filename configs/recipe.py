@@ -299,6 +299,11 @@ class Recipe(_Strict):
             raise ValueError(f"seeds must be distinct, got {self.seeds}")
         return self
 
+    def answer_limit(self) -> int:
+        """The most tokens any stage lets a model generate for one answer: an answer SFT teaches
+        must fit it, end of turn included, or generation always cuts it short."""
+        return min(self.training.max_completion_length, self.evaluation.max_new_tokens)
+
     def fingerprint(self) -> str:
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -67,8 +67,7 @@ def starting_model(recipe: Recipe, store: ArtifactStore, prepared: PreparedData)
     if not recipe.sft.enabled:
         return StartingModel(base, None)
     # SFT on the train split's reference answers, merged into the weights GRPO starts from.
-    answer_limit = min(recipe.training.max_completion_length, recipe.evaluation.max_new_tokens)
-    model = train_sft_task(recipe.sft, recipe.lora, prepared, base, store, answer_limit)
+    model = train_sft_task(recipe.sft, recipe.lora, prepared, base, store, recipe.answer_limit())
     return StartingModel(model, base)
 
 

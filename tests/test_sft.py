@@ -168,8 +168,7 @@ def test_the_default_recipe_lets_every_reference_answer_end(tmp_path: Path) -> N
     store = ArtifactStore(tmp_path)
     data = prepare_data(fingerprint_source(str(SHIPPED_DATA)), recipe.data, store)
     tokenizer = load_tokenizer(prepare_base_model(recipe.model, data, store), store)
-    limit = min(recipe.training.max_completion_length, recipe.evaluation.max_new_tokens)
-    assert answers_too_long(store.read_jsonl(data.train), tokenizer, limit) == {}
+    assert answers_too_long(store.read_jsonl(data.train), tokenizer, recipe.answer_limit()) == {}
 
 
 @pytest.mark.parametrize("schedule", ["constant_with_warmup", "linear"])

@@ -66,15 +66,10 @@ def answers_too_long(
     """Per task, the references that do not fit `limit` generated tokens with their end of turn:
     (how many, of how many, the longest in tokens). SFT teaching such an answer teaches one that
     generation always cuts before it ends, and its end of turn is never learned where it counts."""
-    end_of_turn = tokenizer.eos_token
+    answers = [row["reference"] + tokenizer.eos_token for row in rows]
+    encoded = tokenizer(answers, add_special_tokens=False)["input_ids"]
     lengths: dict[str, list[int]] = {}
-    for row, ids in zip(
-        rows,
-        tokenizer([row["reference"] + end_of_turn for row in rows], add_special_tokens=False)[
-            "input_ids"
-        ],
-        strict=True,
-    ):
+    for row, ids in zip(rows, encoded, strict=True):
         lengths.setdefault(row["task"], []).append(len(ids))
     return {
         task: (sum(n > limit for n in counts), len(counts), max(counts))
