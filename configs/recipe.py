@@ -186,10 +186,24 @@ class TrainingConfig(_Strict):
     keep_checkpoints: int = Field(3, gt=0, description="Checkpoints kept in the store.")
     early_stopping_patience: int = Field(15, gt=0, description="Evals without a new best.")
     min_improvement: float = Field(0.0, ge=0, description="Eval-reward gain that counts as one.")
+    max_heldout_truncation: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="An eval with more held-out answers cut at max_completion_length than this "
+        "share is never the best adapter while one within it exists; none = no limit.",
+    )
     heldout_prompts: int = Field(
         32, ge=0, description="Train prompts held out for periodic eval; 0 turns eval off."
     )
-    num_generations_eval: int = Field(4, ge=2)
+    num_generations_eval: int = Field(4, ge=1)
+    heldout_temperature: float | None = Field(
+        None,
+        gt=0,
+        description="Sampling temperature of the periodic held-out eval; none = the rollouts'. "
+        "At evaluation's temperature the best adapter is chosen by how it answers there: a "
+        "model can loop at 0.1 and look fine at 0.8.",
+    )
     entropy_guard: EntropyGuardConfig = Field(default_factory=EntropyGuardConfig)
     dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
     logging_steps: int = Field(1, gt=0)

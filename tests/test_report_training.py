@@ -29,8 +29,9 @@ def _train(step: int, tied: float | None) -> dict:
     return entry if tied is None else {**entry, "frac_reward_zero_std": tied}
 
 
-def _eval(step: int, reward: float) -> dict:
-    return {"step": step, "eval_reward": reward, "eval_entropy": 1.0}
+def _eval(step: int, reward: float, truncated: float | None = None) -> dict:
+    entry = {"step": step, "eval_reward": reward, "eval_entropy": 1.0}
+    return entry if truncated is None else {**entry, "eval_completions/clipped_ratio": truncated}
 
 
 STOP = "early stopping: no eval-reward gain over 0.6000 (step 4) in 2 evals"
@@ -39,21 +40,24 @@ CASES = [
     pytest.param(
         _adapter(1, 8, best_step=4, best_reward=0.6, reason=STOP),
         # logged out of step order on purpose; step 0 eval present
-        [_eval(0, 0.4), *(_train(s, t) for s, t in [(2, 0.5), (1, 0.25), (3, 0.5), (4, 0.75)]),
-         _eval(4, 0.6), *(_train(s, 1.0) for s in range(5, 9)), _eval(8, 0.55)],
+        [_eval(0, 0.4, 0.0), *(_train(s, t) for s, t in [(2, 0.5), (1, 0.25), (3, 0.5), (4, 0.75)]),
+         _eval(4, 0.6, 0.125), *(_train(s, 1.0) for s in range(5, 9)), _eval(8, 0.55, 0.5)],
         {"tied_groups_logged_steps": 8, "tied_groups_mean": 0.75,
          "tied_groups_first_quarter": 0.375, "tied_groups_last_quarter": 1.0,
-         "start_eval_step": 0, "start_eval_reward": 0.4, "chosen_step": 4,
-         "chosen_eval_reward": 0.6, "exported": "best", "stop_reason": STOP},
-        f"| 1 | 8 | 0.750 (0.375 → 1.000) | 0.400 (step 0) | 0.600 (step 4) | {STOP} |",
+         "start_eval_step": 0, "start_eval_reward": 0.4, "start_eval_truncated": 0.0,
+         "chosen_step": 4, "chosen_eval_reward": 0.6, "chosen_eval_truncated": 0.125,
+         "exported": "best", "stop_reason": STOP},
+        f"| 1 | 8 | 0.750 (0.375 → 1.000) | 0.400 (step 0, 0% cut) | 0.600 (step 4, 12% cut) "
+        f"| {STOP} |",
         id="step-0 eval and a best step",
     ),
     pytest.param(
         _adapter(2, 3, reason="max_steps reached"),
         [_train(1, 0.0), _train(2, 0.5), _train(3, 0.25), _eval(3, 0.3), _eval(2, 0.2)],
         {"tied_groups_logged_steps": 3, "tied_groups_mean": 0.25,
-         "start_eval_step": 2, "start_eval_reward": 0.2, "chosen_step": None,
-         "chosen_eval_reward": None, "exported": "final"},
+         "start_eval_step": 2, "start_eval_reward": 0.2, "start_eval_truncated": None,
+         "chosen_step": None, "chosen_eval_reward": None, "chosen_eval_truncated": None,
+         "exported": "final"},
         "| 2 | 3 | 0.250 (0.000 → 0.250) | 0.200 (step 2) | n/a (final adapter exported) "
         "| max_steps reached |",
         id="first eval at a later step, best_step None",

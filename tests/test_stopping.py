@@ -58,3 +58,33 @@ def test_state_round_trips_and_decides_the_same() -> None:
 
 def test_fresh_state_serialises_without_infinity() -> None:
     assert StopRules(patience=1).state_dict()["best_reward"] is None
+
+
+@pytest.mark.parametrize(
+    ("evals", "best_step"),
+    [
+        # (step, held-out reward, share of held-out answers cut at the token limit)
+        pytest.param(
+            [(0, 0.62, 0.0), (10, 0.66, 0.5), (20, 0.64, 0.1)], 20, id="a cut-off gain loses"
+        ),
+        pytest.param([(0, 0.62, 0.0), (10, 0.66, 0.2)], 10, id="at the limit counts"),
+        pytest.param([(0, 0.62, 0.4), (10, 0.60, 0.1)], 10, id="the first within wins"),
+        pytest.param([(0, 0.62, 0.4), (10, 0.64, 0.5)], 10, id="none within: reward decides"),
+        pytest.param([(0, 0.62, None), (10, 0.66, 0.9)], 0, id="unmeasured counts as within"),
+    ],
+)
+def test_an_adapter_whose_answers_run_to_the_limit_is_not_best(
+    evals: list[tuple[int, float, float | None]], best_step: int
+) -> None:
+    rules = StopRules(patience=10, max_truncated=0.2)
+    for step, reward, truncated in evals:
+        rules.observe(step, reward, None, truncated)
+    assert rules.best_step == best_step
+    assert StopRules.from_state_dict(rules.state_dict()) == rules
+
+
+def test_without_a_truncation_limit_reward_alone_decides() -> None:
+    rules = StopRules(patience=10)
+    for step, reward, truncated in [(0, 0.62, 0.0), (10, 0.66, 1.0)]:
+        rules.observe(step, reward, None, truncated)
+    assert rules.best_step == 10

@@ -122,3 +122,36 @@ def test_grpo_trains_and_holds_out_only_the_recipe_s_tasks(tmp_path) -> None:
     assert [row["prompt_id"] for row in run.trainer.eval_dataset] == [
         row["prompt_id"] for row in sql_rows[-2:]
     ]
+
+
+def test_the_heldout_eval_samples_at_its_own_temperature(tmp_path) -> None:
+    """Near-greedy held-out sampling gives a prompt the same answer twice; the rollouts' hot
+    sampling does not, and training samples hot again after the eval."""
+    from tasks.training.train import build_trainer
+
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+
+    def heldout_answers(heldout_temperature: float | None) -> tuple[list[str], float]:
+        training = TrainingConfig(
+            max_steps=1,
+            save_steps=1,
+            max_completion_length=12,
+            temperature=5.0,
+            heldout_prompts=3,
+            num_generations_eval=2,
+            heldout_temperature=heldout_temperature,
+        )
+        run = build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")
+        run.trainer.evaluate()
+        return list(run.trainer._logs["completion"]), run.trainer.generation_config.temperature
+
+    def pairs(answers: list[str]) -> list[tuple[str, str]]:
+        return list(zip(answers[::2], answers[1::2], strict=True))
+
+    cold, after_cold = heldout_answers(1e-3)
+    hot, _ = heldout_answers(None)
+    assert len(cold) == len(hot) == 6
+    assert all(first == second for first, second in pairs(cold))
+    assert any(first != second for first, second in pairs(hot))
+    assert after_cold == 5.0

@@ -40,6 +40,7 @@ from tasks.evaluation.stats import (
     compare_rows,
     seed_average,
 )
+from tasks.training.stopping import HELDOUT_TRUNCATED
 
 
 def git_commit() -> str | None:
@@ -178,8 +179,9 @@ def training_summary(
 ) -> list[dict[str, Any]]:
     """Per seed, what a reader needs to judge training: the share of GRPO groups whose rewards
     all tie (TRL's `frac_reward_zero_std`, no learning signal) over the logged train steps, the
-    held-out reward at the first eval and at the exported step, why training stopped and where.
-    `histories` maps a seed to its trainer log history."""
+    held-out reward and share of held-out answers cut at the token limit at the first eval and
+    at the exported step, why training stopped and where. `histories` maps a seed to its trainer
+    log history."""
     rows = []
     for adapter in sorted(adapters, key=lambda a: a.seed):
         history = histories.get(adapter.seed, [])
@@ -192,6 +194,7 @@ def training_summary(
         quarter = max(1, len(tied) // 4)
         evals = [e for e in history if "eval_reward" in e]
         first = min(evals, key=lambda e: e["step"]) if evals else None
+        chosen = next((e for e in evals if e["step"] == adapter.best_step), {})
         rows.append(
             {
                 "seed": adapter.seed,
@@ -202,13 +205,20 @@ def training_summary(
                 "tied_groups_last_quarter": _mean(tied[-quarter:]),
                 "start_eval_step": first["step"] if first else None,
                 "start_eval_reward": first["eval_reward"] if first else None,
+                "start_eval_truncated": (first or {}).get(HELDOUT_TRUNCATED),
                 "chosen_step": adapter.best_step,
                 "chosen_eval_reward": adapter.best_eval_reward,
+                "chosen_eval_truncated": chosen.get(HELDOUT_TRUNCATED),
                 "exported": "final" if adapter.best_step is None else "best",
                 "stop_reason": adapter.stop_reason,
             }
         )
     return rows
+
+
+def _heldout_cell(reward: float, step: int, truncated: float | None) -> str:
+    cut = "" if truncated is None else f", {truncated:.0%} cut"
+    return f"{fmt(reward)} (step {step}{cut})"
 
 
 def _training_table(rows: list[dict[str, Any]]) -> str:
@@ -227,12 +237,16 @@ def _training_table(rows: list[dict[str, Any]]) -> str:
         start = (
             "n/a (no eval logged)"
             if r["start_eval_step"] is None
-            else f"{fmt(r['start_eval_reward'])} (step {r['start_eval_step']})"
+            else _heldout_cell(
+                r["start_eval_reward"], r["start_eval_step"], r.get("start_eval_truncated")
+            )
         )
         chosen = (
             "n/a (final adapter exported)"
             if r["chosen_step"] is None
-            else f"{fmt(r['chosen_eval_reward'])} (step {r['chosen_step']})"
+            else _heldout_cell(
+                r["chosen_eval_reward"], r["chosen_step"], r.get("chosen_eval_truncated")
+            )
         )
         reason = (r["stop_reason"] or "n/a").replace("|", "\\|")
         lines.append(

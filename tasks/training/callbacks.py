@@ -21,7 +21,7 @@ from transformers import TrainerCallback
 from rewards import SCORERS, RewardFunction
 from tasks.core.store import ArtifactStore
 from tasks.training.checkpoints import RunCheckpoints
-from tasks.training.stopping import StopRules
+from tasks.training.stopping import HELDOUT_TRUNCATED, StopRules
 from tasks.training.task_weighting import TaskWeighting
 
 log = logging.getLogger("tucano.train")
@@ -176,7 +176,8 @@ class KeepBest(TrainerCallback):
         if not logs or logs.get("eval_reward") is None:
             return
         step = state.global_step
-        if self.rules.observe(step, logs["eval_reward"], logs.get("eval_entropy")):
+        truncated = logs.get(HELDOUT_TRUNCATED)
+        if self.rules.observe(step, logs["eval_reward"], logs.get("eval_entropy"), truncated):
             with tempfile.TemporaryDirectory(prefix="tucano-best-") as tmp:
                 model.save_pretrained(tmp)
                 self.store.put_dir(tmp, f"{self.folder}/{BEST_FOLDER}")

@@ -24,6 +24,7 @@ from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import UNSLOTH, load_policy, longest_prompt, machine_backend
 from tasks.training.checkpoints import RunCheckpoints
+from tasks.training.heldout import with_heldout_temperature
 from tasks.training.rollout import with_engine
 from tasks.training.stopping import Preempted, StopRules
 
@@ -199,6 +200,7 @@ def build_trainer(
     keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
     trainer_class, extra, sampling_callbacks = _prompt_sampling(training, train_rows, seed, resume)
     trainer_class = with_engine(trainer_class, training.rollout_engine, prompt_width)
+    trainer_class = with_heldout_temperature(trainer_class, training.heldout_temperature)
     stateful: list[Any] = [keep_best, *sampling_callbacks]
     if training.task_weighting.enabled:
         stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
@@ -317,6 +319,7 @@ def stop_rules(training: TrainingConfig) -> StopRules:
         min_improvement=training.min_improvement,
         entropy_fraction=guard.min_fraction if guard.enabled else None,
         entropy_evals=guard.evals,
+        max_truncated=training.max_heldout_truncation,
     )
 
 
