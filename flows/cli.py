@@ -20,13 +20,17 @@ EXIT_TERMINATED = 143
 def _parser() -> argparse.ArgumentParser:
     from flows.pipeline import DEFAULT_ARTIFACTS, DEFAULT_DATA
 
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", default=str(DEFAULT_RECIPE), help="YAML recipe (configs/)")
-    common.add_argument(
+    store_options = argparse.ArgumentParser(add_help=False)
+    store_options.add_argument(
+        "--config", default=str(DEFAULT_RECIPE), help="YAML recipe (configs/)"
+    )
+    store_options.add_argument(
         "--artifacts",
         default=DEFAULT_ARTIFACTS,
         help="artifact store: a folder or s3://bucket/prefix",
     )
+    # export reads its model from the store alone: no data to name.
+    common = argparse.ArgumentParser(add_help=False, parents=[store_options])
     common.add_argument(
         "--data", default=DEFAULT_DATA, help="folder with the Olist CSVs (local or s3://)"
     )
@@ -68,15 +72,17 @@ def _parser() -> argparse.ArgumentParser:
         ("eval", "step 4: evaluate the base model and every seed's tuned model"),
         ("compare", "steps 5-6: Wilcoxon comparison and report"),
     ):
-        command = commands.add_parser(name, parents=[common], help=help_text)
+        parents = [store_options if name == "export" else common]
+        command = commands.add_parser(name, parents=parents, help=help_text)
         if name == "train":
             command.add_argument("--seed", type=int, required=True)
         if name in ("export", "analyze"):
             command.add_argument(
                 "--model",
                 default="champion",
-                help="champion (default; analyze: the base model while none is promoted), "
-                "seed-N, or an adapter folder",
+                help="champion (default; analyze: the latest pipeline run's starting model "
+                "while none is promoted), seed-N (of the latest pipeline run), an adapter folder, "
+                "or a model folder `tucano export` wrote",
             )
         if name == "export":
             command.add_argument("--to", required=True, help="folder or s3:// URI to write")
@@ -100,7 +106,7 @@ def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], A
     kwargs: dict[str, Any] = {"config": args.config, "artifacts": args.artifacts}
     if args.command == "export":
         flow = production.export_flow
-        kwargs.update(data=args.data, model=args.model, to=args.to)
+        kwargs.update(model=args.model, to=args.to)
     elif args.command == "analyze":
         flow = production.analyze_flow
         kwargs.update(data=args.data, model=args.model, output=args.output, limit=args.limit)

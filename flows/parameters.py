@@ -104,8 +104,9 @@ class AnalysisRun(RunInputs):
     model: str = Field(
         "champion",
         min_length=1,
-        description="champion (the base model while none is promoted), seed-N, or an adapter "
-        "folder on the worker.",
+        description="champion (the latest pipeline run's starting model while none is "
+        "promoted), seed-N of the latest pipeline run, or on the worker an adapter folder or a "
+        "model folder `tucano export` wrote.",
     )
     limit: int | None = Field(
         None, ge=1, description="Analyse at most this many new reviews (all when empty)."

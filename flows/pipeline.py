@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
+from pydantic import BaseModel, ConfigDict
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, load_recipe
 from flows.fanout import gather_adapters, start_seeds
@@ -25,6 +26,7 @@ from tasks.core.manifests import (
 )
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.audit import audit_gate_task
+from tasks.evaluation.champion import timestamp
 from tasks.evaluation.evaluate import evaluate_model_task
 from tasks.evaluation.report import compare_evaluations_task, publish_report_task, report_task
 from tasks.prep.build import prepare_data_task
@@ -36,6 +38,7 @@ from tasks.training.train import train_seed_task
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = str(REPO_ROOT / "data" / "olist")
 DEFAULT_ARTIFACTS = "./artifacts"
+LATEST_RUN = "pipeline/latest.json"
 
 
 def _open(config: str, artifacts: str) -> tuple[Recipe, ArtifactStore]:
@@ -245,6 +248,30 @@ class PipelineResult(NamedTuple):
     report: ReportArtifact
 
 
+class PipelineRecord(BaseModel):
+    """What the latest complete pipeline run in a store trained on and made. Production reads its
+    models from here while no champion is promoted (never by preparing the reviews it analyses),
+    and a drift retrains on its data."""
+
+    model_config = ConfigDict(frozen=True)
+
+    finished_at: str
+    recipe: str
+    # The Olist folder it trained on (a local one made absolute): the deployment's master data.
+    data: str
+    prepared: PreparedData
+    # The model GRPO started from (the SFT model with SFT): the report's "base".
+    base: BaseModelArtifact
+    adapters: list[Adapter]
+    report: str
+
+
+def read_latest_run(store: ArtifactStore) -> PipelineRecord | None:
+    if not store.exists(LATEST_RUN):
+        return None
+    return PipelineRecord.model_validate(store.read_json(LATEST_RUN))
+
+
 def run_pipeline(
     paths: dict[str, str], *, training_deployment: str | None = None, resume_wait_s: float = 900
 ) -> PipelineResult:
@@ -258,6 +285,18 @@ def run_pipeline(
     )
     # 4-6. Evaluation of base and tuned models, Wilcoxon comparison, report.
     report = _report(recipe, store, prepared, start, adapters)
+    # 7. The record production and retraining go on from, written only once all of it exists.
+    data = paths["data"] if "://" in paths["data"] else str(Path(paths["data"]).resolve())
+    record = PipelineRecord(
+        finished_at=timestamp(),
+        recipe=recipe.name,
+        data=data,
+        prepared=prepared,
+        base=start.model,
+        adapters=adapters,
+        report=report.report_json,
+    )
+    store.write_json(LATEST_RUN, record.model_dump(mode="json"))
     return PipelineResult(recipe, store, prepared, start.model, adapters, report)
 
 

@@ -1,12 +1,16 @@
 """After promotion: the model exported, put to work on new reviews, and its rewards watched.
 
-- export: the champion (or seed N, or an adapter folder) merged into plain weights, with a card.
+- export: the champion (or seed N, an adapter folder) merged into plain weights, with a card.
 - analyze: every new review through the production model, one JSONL row each; then the drift
   rule, which starts the scheduled-retraining deployment on drift.
+
+The model always comes from the store (the champion, else the latest pipeline run), never from
+the reviews being analysed: a folder of new reviews is never prepared as training data.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -16,22 +20,28 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from configs.recipe import DEFAULT_RECIPE, Recipe
-from flows.pipeline import DEFAULT_ARTIFACTS, DEFAULT_DATA, _open, prepare_audited, starting_model
+from flows.pipeline import (
+    DEFAULT_ARTIFACTS,
+    DEFAULT_DATA,
+    LATEST_RUN,
+    PipelineRecord,
+    _open,
+    read_latest_run,
+)
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore, digest_folder
 from tasks.evaluation import champion as champions
 from tasks.evaluation.evaluate import evaluate_model_task, load_with_adapter
 from tasks.production import analyze as analysis
 from tasks.production import monitoring
-from tasks.production.export import export_model
-from tasks.training.train import train_seed_task
+from tasks.production.export import CARD_FILE, export_model
 
 CHAMPION = "champion"
 DEFAULT_RETRAINING = "tucano-scheduled-retraining/scheduled-retraining-local"
 
 
 class ModelChoiceError(ValueError):
-    """--model names nothing this store or recipe has."""
+    """--model names nothing this store has."""
 
 
 class ProductionModel(NamedTuple):
@@ -44,27 +54,34 @@ class ProductionModel(NamedTuple):
     verdict: str | None
 
 
-def production_model(spec: str, recipe: Recipe, store: ArtifactStore, data: str) -> ProductionModel:
-    """The champion (the recipe's starting model while there is none), seed N of the recipe
-    (trained if it has not been), or an adapter folder trained from the recipe's starting model."""
-    if spec == CHAMPION and (champion := champions.read_champion(store)) is not None:
-        judged_on = champion.trained_on or prepare_audited(recipe, store, data)
-        return ProductionModel(
-            champion.base, champion.adapter, champion.label, judged_on, _promotion_reason(store)
-        )
-    prepared = prepare_audited(recipe, store, data)
-    start = starting_model(recipe, store, prepared).model
+def production_model(spec: str, store: ArtifactStore) -> ProductionModel:
+    """The champion (the latest pipeline run's starting model while none is promoted), seed N of
+    the latest pipeline run, an adapter folder on that run's starting model, or a folder
+    `tucano export` wrote, as it is."""
     if spec == CHAMPION:
-        return ProductionModel(start, None, f"base model {start.location}", prepared, None)
-    if spec.startswith("seed-") and spec[5:].isdigit():
-        seed = int(spec[5:])
-        adapter = train_seed_task(recipe.training, recipe.lora, prepared, start, seed, store)
-        return ProductionModel(start, adapter, f"seed {seed} adapter", prepared, None)
+        return _champion(store)
     folder = Path(spec)
-    if not (folder / "adapter_config.json").is_file():
+    if (folder / CARD_FILE).is_file():
+        return _exported(folder, store)
+    seed = int(spec[5:]) if spec.startswith("seed-") and spec[5:].isdigit() else None
+    if seed is None and not (folder / "adapter_config.json").is_file():
         raise ModelChoiceError(
-            f"--model {spec}: not 'champion', 'seed-N' or a folder with adapter_config.json"
+            f"--model {spec}: not 'champion', 'seed-N', a folder with adapter_config.json or a "
+            f"model folder `tucano export` wrote (with {CARD_FILE})"
         )
+    run = _latest_run(spec, store)
+    if seed is not None:
+        adapter = next((a for a in run.adapters if a.seed == seed), None)
+        if adapter is None:
+            raise ModelChoiceError(
+                f"--model {spec}: the latest pipeline run in {store.uri(LATEST_RUN)} "
+                f"({run.finished_at}, recipe {run.recipe}) trained seeds "
+                f"{', '.join(str(a.seed) for a in run.adapters)}; add {seed} to the recipe's "
+                f"seeds and run `tucano pipeline`, or run `tucano train --seed {seed}` and pass "
+                "the adapter folder it prints as --model"
+            )
+        label = f"seed {seed} adapter {adapter.folder}"
+        return ProductionModel(run.base, adapter, label, run.prepared, None)
     # Named by content: two folders called "final" are two adapters.
     digest = digest_folder(folder)
     location = f"exports/adapters/{digest[:16]}"
@@ -78,7 +95,64 @@ def production_model(spec: str, recipe: Recipe, store: ArtifactStore, data: str)
         global_step=0,
         stop_reason=f"external adapter from {folder}",
     )
-    return ProductionModel(start, adapter, f"adapter {stored}", prepared, None)
+    return ProductionModel(run.base, adapter, f"adapter {stored}", run.prepared, None)
+
+
+def _champion(store: ArtifactStore) -> ProductionModel:
+    champion = champions.read_champion(store)
+    if champion is not None and champion.trained_on is not None:
+        verdict = _promotion_reason(store)
+        return ProductionModel(
+            champion.base, champion.adapter, champion.label, champion.trained_on, verdict
+        )
+    run = _latest_run(CHAMPION, store)
+    if champion is not None:
+        # A champion with no record of its prompt sets (a base model put there by hand) is
+        # judged against the latest run's.
+        verdict = _promotion_reason(store)
+        return ProductionModel(
+            champion.base, champion.adapter, champion.label, run.prepared, verdict
+        )
+    # Labelled as a base-model champion would be: the same model is the same drift.
+    return ProductionModel(run.base, None, f"base model {run.base.location}", run.prepared, None)
+
+
+def _latest_run(spec: str, store: ArtifactStore) -> PipelineRecord:
+    run = read_latest_run(store)
+    if run is None:
+        unpromoted = "no model is promoted and " if spec == CHAMPION else ""
+        raise ModelChoiceError(
+            f"--model {spec}: {unpromoted}no pipeline run has recorded its models in this store "
+            f"({store.uri(LATEST_RUN)} does not exist); train them with `make pipeline` or "
+            f"`tucano pipeline --artifacts {store.root_uri}`"
+        )
+    return run
+
+
+def _exported(folder: Path, store: ArtifactStore) -> ProductionModel:
+    """A merged model as `tucano export` wrote it, judged against the prompt sets its card
+    names (they must be in this store: its orders are not new, its eval split is the reference)."""
+    card = json.loads((folder / CARD_FILE).read_text(encoding="utf-8"))
+    if "judged_on" not in card:
+        raise ModelChoiceError(
+            f"--model {folder}: {CARD_FILE} has no 'judged_on' (the prompt sets the model was "
+            "judged on); export it again with `tucano export`"
+        )
+    judged_on = PreparedData.model_validate(card["judged_on"])
+    if not store.exists(judged_on.eval):
+        raise ModelChoiceError(
+            f"--model {folder}: {CARD_FILE} says it was judged on {judged_on.folder}, which "
+            f"{store.root_uri} does not hold; pass --artifacts of the store it was exported from"
+        )
+    base = BaseModelArtifact(
+        fingerprint=digest_folder(folder),
+        source="exported",
+        location=str(folder.resolve()),
+        in_store=False,
+    )
+    return ProductionModel(
+        base, None, f"exported {card['model']} ({folder})", judged_on, card.get("verdict")
+    )
 
 
 def _promotion_reason(store: ArtifactStore) -> str | None:
@@ -109,7 +183,6 @@ def export_flow(
     model: str = CHAMPION,
     config: str = str(DEFAULT_RECIPE),
     artifacts: str = DEFAULT_ARTIFACTS,
-    data: str = DEFAULT_DATA,
 ) -> str:
     recipe, store = _open(config, artifacts)
     if model == CHAMPION and champions.read_champion(store) is None:
@@ -118,7 +191,7 @@ def export_flow(
             "yet); export seed-N or an adapter folder instead"
         )
     # 1. The model, with the eval split it was judged on.
-    chosen = production_model(model, recipe, store, data)
+    chosen = production_model(model, store)
     # 2. Its scores there (cached: the pipeline or the retraining evaluated it already).
     scores = _mean_by_task(_eval_rows(recipe, chosen, store))
     card = {
@@ -127,6 +200,8 @@ def export_flow(
         "recipe_fingerprint": recipe.fingerprint(),
         "base": chosen.base.location,
         "data_fingerprint": chosen.judged_on.fingerprint,
+        # Where it was judged: analysing with the exported folder needs that eval split again.
+        "judged_on": chosen.judged_on.model_dump(mode="json"),
         "eval_scores": scores,
         "verdict": chosen.verdict,
     }
@@ -148,15 +223,17 @@ def analyze_flow(
 ) -> dict[str, Any]:
     recipe, store = _open(config, artifacts)
     log = get_run_logger()
-    # 1. The production model and the orders it must not be judged on again.
-    chosen = production_model(model, recipe, store, data)
+    # 1. The reviews' prompts: a bad file stops here, naming it, before any model is loaded.
+    reviews = analysis.review_prompts(data)
+    # 2. The production model, from the store, and the orders it must not be judged on again.
+    chosen = production_model(model, store)
     excluded = _seen_orders(store, chosen)
-    # 2. Every new review through it, resuming after the rows already written.
-    prompts = analysis.new_reviews(data, excluded, limit)
+    prompts = [prompt for prompt in reviews if prompt["order_id"] not in excluded][:limit]
     log.info("%d new reviews (%d orders excluded as seen)", len(prompts), len(excluded))
+    # 3. Every new review through it, resuming after the rows already written.
     loaded, tokenizer = load_with_adapter(chosen.base, chosen.adapter, store)
     rows = analysis.analyze(loaded, tokenizer, prompts, recipe.evaluation, Path(output))
-    # 3. The summary: printed, an artifact, a plot beside the rows.
+    # 4. The summary: printed, an artifact, a plot beside the rows.
     summary = analysis.summarize(rows)
     if not rows:
         print(analysis.summary_markdown(summary, output, plot=None), flush=True)
@@ -165,18 +242,22 @@ def analyze_flow(
     markdown = analysis.summary_markdown(summary, output, plot=str(plot))
     print(markdown, flush=True)
     create_markdown_artifact(key="tucano-review-analysis", markdown=markdown)
-    # 4. The drift rule against its own extraction rewards on the eval split it was judged on.
+    # 5. The drift rule against its own extraction rewards on the eval split it was judged on.
     reference = [r["total"] for r in _eval_rows(recipe, chosen, store) if r["task"] == "extraction"]
     decision = monitoring.drift_decision(
         [row["total"] for row in rows], reference, recipe.monitoring, recipe.compare.alpha
     )
     decision["model"] = chosen.label
-    # 5. On drift, retraining on this data, once per drift.
+    # 6. On drift, retraining once per drift, on the data the latest pipeline run trained on
+    # (the master data a new month joins), never on the analysed folder: with no run recorded,
+    # the retraining deployment's own data.
     if decision["status"] == monitoring.DRIFT:
+        run = read_latest_run(store)
+        training = {"recipe": config, "artifacts": artifacts} | ({"data": run.data} if run else {})
         decision["retraining"] = monitoring.start_retraining(
             retraining_deployment,
             monitoring.drift_key(chosen.label, [row["review_id"] for row in rows]),
-            {"recipe": config, "artifacts": artifacts, "data": data},
+            training,
         )
         log.warning("reward drift: %s; retraining %s", decision["reason"], decision["retraining"])
     decision["record"] = monitoring.record_monitoring(decision, store)

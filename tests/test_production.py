@@ -1,23 +1,29 @@
 """The production loop: export a merged model, analyse new reviews, watch rewards, retrain on
-drift. Real models, the shipped data, a real Prefect server."""
+drift. Real models, the shipped data, a real Prefect server. The analysed reviews are a later
+month than the one pipeline run the store holds trained on, as in production."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+import pandas as pd
 import pytest
 import yaml
 
 from configs.recipe import MonitoringConfig
+from flows.pipeline import read_latest_run
 from tasks.core.manifests import Adapter
 from tasks.core.store import ArtifactStore
-from tasks.production.analyze import written_rows
+from tasks.production.analyze import review_prompts, written_rows
 from tasks.production.export import CARD_FILE, export_model
 from tasks.production.monitoring import DRIFT, HEALTHY, drift_decision
 from tasks.training.model import load_model_and_tokenizer
@@ -106,24 +112,201 @@ def test_drift_rule(rewards, reference, drop_test, status, because) -> None:
     assert (decision["p_drop"] is None) == (not drop_test)
 
 
-def _recipe(tmp_path: Path, **monitoring) -> str:
+# The shipped data's last month: the store's pipeline run trains on the months before it.
+LATER_MONTH = "2018-06"
+ORDERS, REVIEWS = "olist_orders_dataset.csv", "olist_order_reviews_dataset.csv"
+PER_ORDER = ("olist_order_items_dataset.csv", "olist_order_payments_dataset.csv", REVIEWS)
+WHOLE = (
+    "olist_products_dataset.csv",
+    "olist_sellers_dataset.csv",
+    "product_category_name_translation.csv",
+)
+# What a pipeline run leaves; an analysis must add to none of them.
+TRAINING_OUTPUTS = ("prepared", "models", "sft", "runs")
+
+
+def _orders_purchased(target: Path, keep: Callable[[str], bool]) -> Path:
+    """The shipped folder cut to the orders whose purchase month (YYYY-MM) `keep` accepts: their
+    rows of every per-order table and their customers; products, sellers and category names
+    whole, as an export of the shop's database has them."""
+
+    def read(name: str) -> pd.DataFrame:
+        return pd.read_csv(SHIPPED_DATA / name, dtype=str, keep_default_na=False)
+
+    target.mkdir(parents=True)
+    orders = read(ORDERS)
+    orders = orders[orders["order_purchase_timestamp"].str[:7].map(keep)]
+    orders.to_csv(target / ORDERS, index=False)
+    for name in PER_ORDER:
+        table = read(name)
+        table[table["order_id"].isin(orders["order_id"])].to_csv(target / name, index=False)
+    customers = read("olist_customers_dataset.csv")
+    customers = customers[customers["customer_id"].isin(orders["customer_id"])]
+    customers.to_csv(target / "olist_customers_dataset.csv", index=False)
+    for name in WHOLE:
+        shutil.copy(SHIPPED_DATA / name, target / name)
+    return target
+
+
+class Months(NamedTuple):
+    before: Path  # what the store's pipeline run trained on
+    later: Path  # the next month, every table
+    reviews_only: Path  # the next month's reviews file alone
+
+
+@pytest.fixture(scope="session")
+def months(tmp_path_factory: pytest.TempPathFactory) -> Months:
+    root = tmp_path_factory.mktemp("months")
+    later = _orders_purchased(root / "later", lambda month: month >= LATER_MONTH)
+    (root / "reviews-only").mkdir()
+    shutil.copy(later / REVIEWS, root / "reviews-only" / REVIEWS)
+    before = _orders_purchased(root / "before", lambda month: month < LATER_MONTH)
+    return Months(before, later, root / "reviews-only")
+
+
+def _recipe(folder: Path, **monitoring) -> str:
+    """The pipeline test's recipe cut to one seed and two steps of SFT and of GRPO; evaluation
+    in batches of 4, so an analysis writes its rows a few at a time."""
     recipe = json.loads(json.dumps(SMALL_RECIPE))
+    recipe["seeds"] = [1]
+    recipe["sft"].update(max_steps=2, save_steps=2)
+    recipe["training"].update(max_steps=2, save_steps=2, heldout_prompts=4, eval_steps=2)
     recipe["evaluation"].update(batch_size=4)
     recipe["monitoring"] = monitoring
-    path = tmp_path / "recipe.yaml"
+    path = folder / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe))
     return str(path)
 
 
+@pytest.fixture(scope="session")
+def pipeline_store(months: Months, prefect_api, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real pipeline run (data, audit, SFT, GRPO, evaluation, report) on the months before
+    the later one: the state `make pipeline` leaves, with no champion promoted."""
+    from flows.pipeline import pipeline_flow
+    from flows.storage import in_store
+
+    root = tmp_path_factory.mktemp("pipeline")
+    store = ArtifactStore(root / "store")
+    in_store(pipeline_flow, store)(_recipe(root), store.root, str(months.before))
+    return Path(store.root)
+
+
+@pytest.fixture
+def trained(pipeline_store: Path, tmp_path: Path) -> ArtifactStore:
+    """This test's own copy of the pipeline's store (analyses write records into it)."""
+    return ArtifactStore(shutil.copytree(pipeline_store, tmp_path / "store"))
+
+
+def _training_outputs(store: ArtifactStore) -> dict[str, list[str]]:
+    return {name: store.listdir(name) for name in TRAINING_OUTPUTS if store.exists(name)}
+
+
+def _tucano(*args: str) -> int:
+    from flows.cli import main
+
+    return main(list(args))
+
+
+def _analyze(recipe: str, store: ArtifactStore, data: Path, output: Path, *more: str) -> int:
+    return _tucano(
+        "analyze", "--config", recipe, "--artifacts", str(store.root), "--data", str(data),
+        "--output", str(output), *more,
+    )  # fmt: skip
+
+
+def test_a_review_without_its_orders_tables_says_what_is_unavailable(months: Months) -> None:
+    with_tables, alone = review_prompts(str(months.later)), review_prompts(str(months.reviews_only))
+    # One prompt per commented review either way, the same reviews in the same order.
+    assert [p["review_id"] for p in alone] == [p["review_id"] for p in with_tables]
+    with_items = set(pd.read_csv(months.later / PER_ORDER[0], dtype=str)["order_id"])
+    for prompt in with_tables:
+        assert (prompt["missing"] is None) == (prompt["order_id"] in with_items)
+    for prompt in alone:
+        assert "olist_orders_dataset.csv" in prompt["missing"]["why"]
+        assert prompt["missing"]["not_scored"] == ["delivered_late", "product_category"]
+        assert prompt["gold_delivered_late"] is None and prompt["gold_category"] is None
+        # Unknown, not "não entregue" or "não informada": those would be claims about the order.
+        details = prompt["prompt"][1]["content"].split("Dados do pedido:\n")[1].splitlines()
+        assert len(details) == 5 and all(line.endswith(": não disponível") for line in details)
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_api")
-def test_analysis_of_the_shipped_data_resumes_after_a_kill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model", ["champion", "seed-1", "exported"])
+def test_a_later_month_is_read_by_a_model_from_the_store(
+    model: str, trained: ArtifactStore, months: Months, tmp_path: Path, capsys
+) -> None:
+    recipe, run = _recipe(tmp_path), read_latest_run(trained)
+    assert run.data == str(months.before) and [a.seed for a in run.adapters] == [1]
+    spec, label = {
+        "champion": ("champion", f"base model {run.base.location}"),
+        "seed-1": ("seed-1", f"seed 1 adapter {run.adapters[0].folder}"),
+        "exported": (
+            str(tmp_path / "exported"),
+            f"exported seed 1 adapter {run.adapters[0].folder}",
+        ),
+    }[model]
+    if model == "exported":
+        export = ["export", "--config", recipe, "--artifacts", str(trained.root)]
+        assert _tucano(*export, "--model", "seed-1", "--to", spec) == 0, capsys.readouterr().err
+    made = _training_outputs(trained)
+    later_orders = set(pd.read_csv(months.later / ORDERS, dtype=str)["order_id"])
+
+    for folder in (months.later, months.reviews_only):
+        output = tmp_path / f"{folder.name}.jsonl"
+        code = _analyze(recipe, trained, folder, output, "--model", spec, "--limit", "12")
+        assert code == 0, capsys.readouterr().err
+        rows = written_rows(output)
+        assert len({row["review_id"] for row in rows}) == len(rows) == 12
+        assert {row["order_id"] for row in rows} <= later_orders
+        assert trained.read_json("monitoring/latest.json")["model"].startswith(label)
+        if folder == months.reviews_only:
+            assert all("olist_orders_dataset.csv" in row["missing"]["why"] for row in rows)
+            assert "Without their order's details (delivery and category gold not scored): 12" in (
+                capsys.readouterr().out
+            )
+    # The analysed months were read, never prepared or trained on.
+    assert _training_outputs(trained) == made
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_api")
+def test_a_seed_the_latest_run_did_not_train_is_named_with_what_trains_it(
+    trained: ArtifactStore, months: Months, tmp_path: Path, capsys
+) -> None:
+    made = _training_outputs(trained)
+    output = tmp_path / "rows.jsonl"
+    assert _analyze(_recipe(tmp_path), trained, months.later, output, "--model", "seed-7") == 1
+    error = capsys.readouterr().err
+    assert "trained seeds 1; add 7 to the recipe's seeds and run `tucano pipeline`" in error
+    assert "`tucano train --seed 7`" in error
+    assert _training_outputs(trained) == made and not output.exists()
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_analysing_with_an_empty_store_says_which_command_makes_a_model(
+    months: Months, tmp_path: Path, capsys
+) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    output = tmp_path / "rows.jsonl"
+    assert _analyze(_recipe(tmp_path), store, months.reviews_only, output) == 1
+    error = capsys.readouterr().err
+    assert "--model champion: no model is promoted and no pipeline run has recorded" in error
+    assert f"`make pipeline` or `tucano pipeline --artifacts {store.root}`" in error
+    assert _training_outputs(store) == {} and not output.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_api")
+def test_analysis_of_a_later_month_resumes_after_a_kill(
+    trained: ArtifactStore, months: Months, tmp_path: Path
+) -> None:
     from prefect.settings import PREFECT_API_URL
 
-    recipe, artifacts, output = _recipe(tmp_path), tmp_path / "store", tmp_path / "rows.jsonl"
+    recipe, output = _recipe(tmp_path), tmp_path / "rows.jsonl"
     command = [
         sys.executable, "-m", "flows.cli", "analyze", "--config", recipe,
-        "--artifacts", str(artifacts), "--data", str(SHIPPED_DATA),
+        "--artifacts", str(trained.root), "--data", str(months.later),
         "--output", str(output), "--limit", "40",
     ]  # fmt: skip
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(REPO_ROOT)}
@@ -146,14 +329,12 @@ def test_analysis_of_the_shipped_data_resumes_after_a_kill(tmp_path: Path) -> No
     assert len(rows) == len({row["review_id"] for row in rows}) == 40
     assert rows[: len(killed_at)] == killed_at  # kept, not redone
 
-    store = ArtifactStore(artifacts)
-    prepared = [name for name in store.listdir("prepared")]
     seen = {
         row.get("order_id")
-        for folder in prepared
-        for file in store.listdir(f"prepared/{folder}")
+        for folder in trained.listdir("prepared")
+        for file in trained.listdir(f"prepared/{folder}")
         if file.endswith(".jsonl")
-        for row in store.read_jsonl(f"prepared/{folder}/{file}")
+        for row in trained.read_jsonl(f"prepared/{folder}/{file}")
     }
     assert not seen & {row["order_id"] for row in rows}  # no trained or eval order analysed
     for row in rows:
@@ -162,13 +343,15 @@ def test_analysis_of_the_shipped_data_resumes_after_a_kill(tmp_path: Path) -> No
     assert "Parsed into the 10 fields" in finished.stdout
     assert "| Churn risk | Reviews |" in finished.stdout
     assert output.with_suffix(".summary.png").stat().st_size > 0
-    latest = store.read_json("monitoring/latest.json")
+    latest = trained.read_json("monitoring/latest.json")
     assert latest["reviews"] == 40 and latest["status"] in (HEALTHY, DRIFT)
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("prefect_api")
-def test_a_drift_starts_exactly_one_scheduled_retraining_run(tmp_path: Path) -> None:
+def test_a_drift_retrains_once_on_the_training_data_not_the_analysed_month(
+    trained: ArtifactStore, months: Months, tmp_path: Path
+) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 
@@ -180,17 +363,17 @@ def test_a_drift_starts_exactly_one_scheduled_retraining_run(tmp_path: Path) -> 
         deployment_id = client.create_deployment(
             flow_id=flow_id,
             name="retraining-under-test",
-            parameters={"run": {"training_deployment": "somewhere/else"}},
+            parameters={"run": {"training_deployment": "somewhere/else", "data": "elsewhere"}},
         )
     # A floor no random-weight model reaches: this analysis is a drift.
-    recipe, store = _recipe(tmp_path, floor=0.99), ArtifactStore(tmp_path / "store")
+    recipe = _recipe(tmp_path, floor=0.99)
     arguments = {
-        "output": str(tmp_path / "rows.jsonl"), "config": recipe, "artifacts": str(store.root),
-        "data": str(SHIPPED_DATA), "limit": 8,
+        "output": str(tmp_path / "rows.jsonl"), "config": recipe, "artifacts": str(trained.root),
+        "data": str(months.later), "limit": 8,
         "retraining_deployment": "tucano-scheduled-retraining/retraining-under-test",
     }  # fmt: skip
     # Cached results live in the run's store, as with the command line.
-    decisions = [in_store(analyze_flow, store)(**arguments)["monitoring"] for _ in range(2)]
+    decisions = [in_store(analyze_flow, trained)(**arguments)["monitoring"] for _ in range(2)]
 
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(
@@ -202,26 +385,23 @@ def test_a_drift_starts_exactly_one_scheduled_retraining_run(tmp_path: Path) -> 
         assert decision["retraining"].startswith(f"flow run {runs[0].id}")
     run = runs[0].parameters["run"]
     assert run["training_deployment"] == "somewhere/else"  # the deployment's own, kept
+    # The master data the production model's pipeline trained on, not the month just analysed.
     assert (run["recipe"], run["data"], run["artifacts"]) == (
         recipe,
-        str(SHIPPED_DATA),
-        str(store.root),
+        str(months.before),
+        str(trained.root),
     )
-    assert len(store.listdir("monitoring/decisions")) == 2
+    assert len(trained.listdir("monitoring/decisions")) == 2
 
 
 @pytest.mark.usefixtures("prefect_api")
 def test_analysis_input_without_a_column_is_named(olist_copy: Path, tmp_path: Path, capsys) -> None:
-    import pandas as pd
-
-    from flows.cli import main
-
-    reviews = olist_copy / "olist_order_reviews_dataset.csv"
+    reviews = olist_copy / REVIEWS
     table = pd.read_csv(reviews, dtype=str, keep_default_na=False, encoding="utf-8-sig")
     table.drop(columns="review_comment_message").to_csv(reviews, index=False)
     output = tmp_path / "rows.jsonl"
     args = ["analyze", "--data", str(olist_copy), "--output", str(output)]
-    assert main([*args, "--artifacts", str(tmp_path / "a")]) == 1
+    assert _tucano(*args, "--artifacts", str(tmp_path / "a")) == 1
     error = capsys.readouterr().err
     assert "olist_order_reviews_dataset.csv" in error and "review_comment_message" in error
     assert not output.exists()
@@ -231,9 +411,7 @@ def test_analysis_input_without_a_column_is_named(olist_copy: Path, tmp_path: Pa
 def test_exporting_the_champion_before_any_promotion_says_what_to_do(
     tmp_path: Path, capsys
 ) -> None:
-    from flows.cli import main
-
     args = ["export", "--artifacts", str(tmp_path / "a"), "--to", str(tmp_path / "model")]
-    assert main(args) == 1
+    assert _tucano(*args) == 1
     assert "(no model promoted yet); export seed-N or an adapter folder" in capsys.readouterr().err
     assert not (tmp_path / "model").exists()

@@ -30,22 +30,39 @@ def _date(value: Any) -> str:
     return value.strftime("%d/%m/%Y") if pd.notna(value) else "não entregue"
 
 
-def extraction_prompt(order: pd.Series) -> dict[str, Any]:
+# The order's details in the prompt, in this order.
+ORDER_LABELS = ("Categoria", "Data da compra", "Entrega estimada", "Entregue em", "Valor dos itens")
+# What the prompt says of details a production folder without the order's tables cannot give:
+# neither "não entregue" nor "não informada", which would state a fact about the order.
+NOT_AVAILABLE = "não disponível"
+
+
+def extraction_prompt(order: pd.Series, order_known: bool = True) -> dict[str, Any]:
+    """The prompt for a reviewed order; with `order_known` False, for the review alone (its
+    order's details unavailable, so no delivery or category gold either)."""
     title = (order["review_comment_title"] or "").strip()
     message = order["review_comment_message"].strip()
-    category = order["category"] or None
+    if order_known:
+        category = order["category"] or None
+        late = None if pd.isna(order["delivered_late"]) else bool(order["delivered_late"])
+        values = (
+            category or "não informada",
+            _date(order["order_purchase_timestamp"]),
+            _date(order["order_estimated_delivery_date"]),
+            _date(order["order_delivered_customer_date"]),
+            brl(order["items_value"]),
+        )
+    else:
+        category, late, values = None, None, (NOT_AVAILABLE,) * len(ORDER_LABELS)
+    details = "\n".join(
+        f"- {label}: {value}" for label, value in zip(ORDER_LABELS, values, strict=True)
+    )
     user = (
         f"Avaliação (nota {int(order['review_score'])}/5)\n"
         f"Título: {title or '(sem título)'}\n"
         f"Mensagem: {message}\n\n"
-        "Dados do pedido:\n"
-        f"- Categoria: {category or 'não informada'}\n"
-        f"- Data da compra: {_date(order['order_purchase_timestamp'])}\n"
-        f"- Entrega estimada: {_date(order['order_estimated_delivery_date'])}\n"
-        f"- Entregue em: {_date(order['order_delivered_customer_date'])}\n"
-        f"- Valor dos itens: {brl(order['items_value'])}"
+        f"Dados do pedido:\n{details}"
     )
-    late = order["delivered_late"]
     return prompt_row(
         prompt_id=f"extraction-{order['review_id']}",
         task="extraction",
@@ -56,6 +73,6 @@ def extraction_prompt(order: pd.Series) -> dict[str, Any]:
         review_id=order["review_id"],
         review_text=f"{title}\n{message}".strip(),
         review_score=int(order["review_score"]),
-        gold_delivered_late=None if pd.isna(late) else bool(late),
+        gold_delivered_late=late,
         gold_category=category,
     )

@@ -141,6 +141,12 @@ def fingerprint_source(uri: str) -> DataSource:
     return DataSource(fingerprint=overall.hexdigest(), uri=uri, files=files)
 
 
+def tables_present(uri: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of the named tables whose file is in the folder at `uri`."""
+    filesystem, root = fsspec.core.url_to_fs(uri)
+    return tuple(name for name in names if filesystem.exists(_join(root, TABLES[name].file)))
+
+
 def _read_bytes(uri: str, name: str) -> bytes:
     path = _join(uri, name)
     try:

@@ -25,7 +25,7 @@ def order_view(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         freight_value=("freight_value", "sum"),
         n_items=("price", "size"),
     )
-    reviews = _one_review_per_order(tables["order_reviews"])
+    reviews = one_review_per_order(tables["order_reviews"])
     first_items["category"] = first_items["category"].fillna("")
     view = (
         orders.merge(first_items, on="order_id", how="inner")
@@ -39,7 +39,7 @@ def order_view(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return view.sort_values("order_id").reset_index(drop=True)
 
 
-def _one_review_per_order(reviews: pd.DataFrame) -> pd.DataFrame:
+def one_review_per_order(reviews: pd.DataFrame) -> pd.DataFrame:
     """The earliest review of each order. A review id shared by several orders is dropped, since
     the same text on two orders could land in train and eval at once."""
     shared = reviews["review_id"].duplicated(keep=False)

@@ -3,6 +3,8 @@
 Every review with a comment whose order no champion trained on and no eval split used gets the
 extraction prompt of data prep (the same template), a completion from the model, the parsed
 10-field object (or null, and why) and the reward the training used, one JSONL row per review.
+Only the reviews file is required: a review whose order's tables are not in the folder is still
+analysed, its row saying which details were unavailable and which gold checks were not scored.
 Rows are appended and flushed batch by batch: a rerun after a kill skips the reviews already
 written (a torn last line is dropped first), so the file is never half a row.
 """
@@ -17,26 +19,62 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from configs.recipe import EvalConfig
 from rewards.extraction import FIELDS, VALUE_CHECKS, parse_json_object
 from tasks.evaluation.evaluate import generate_batches, score_row
-from tasks.prep.extraction import extraction_prompt, has_review_text
-from tasks.prep.olist import read_tables
-from tasks.prep.orders import order_view
+from tasks.prep.extraction import ORDER_LABELS, extraction_prompt, has_review_text
+from tasks.prep.olist import TABLES, read_tables, tables_present
+from tasks.prep.orders import one_review_per_order, order_view
 
-# The tables the extraction prompt is built from; payments, sellers and the category
-# translation are not needed to analyse reviews.
-REVIEW_TABLES = ("orders", "order_items", "products", "customers", "order_reviews")
+# The tables an order's details come from (customers only because the order view joins them);
+# payments, sellers and the category translation are not needed to analyse reviews.
+ORDER_TABLES = ("orders", "order_items", "products", "customers")
+ORDER_DETAILS = (
+    "category",
+    "order_purchase_timestamp",
+    "order_estimated_delivery_date",
+    "order_delivered_customer_date",
+    "items_value",
+    "delivered_late",
+)
+# The extraction fields whose gold comes from the order, not the review: unscored without it.
+ORDER_GOLD = ("delivered_late", "product_category")
 
 
-def new_reviews(uri: str, excluded_orders: set[str], limit: int | None = None) -> list[dict]:
-    """Extraction prompt rows for the reviews with a comment whose order is not excluded, in
-    order id order. Bad input stops with the file and column named (OlistSchemaError)."""
-    view = order_view(read_tables(uri, REVIEW_TABLES))
-    with_text = view[view.apply(has_review_text, axis=1)]
-    fresh = with_text[~with_text["order_id"].isin(excluded_orders)]
-    chosen = fresh if limit is None else fresh.head(limit)
-    return [extraction_prompt(order) for _, order in chosen.iterrows()]
+def review_prompts(uri: str) -> list[dict[str, Any]]:
+    """Extraction prompt rows for every review with a comment in the folder, in order id order,
+    each with `missing`: None, or what its order's details could not say and why. Bad input
+    stops with the file and column named (OlistSchemaError); of the files, only the reviews are
+    required."""
+    present = tables_present(uri, ORDER_TABLES)
+    tables = read_tables(uri, ("order_reviews", *present))
+    reviews = one_review_per_order(tables["order_reviews"])
+    reviews = reviews[reviews.apply(has_review_text, axis=1)]
+    absent = [TABLES[name].file for name in ORDER_TABLES if name not in present]
+    if absent:
+        details = pd.DataFrame(columns=["order_id", *ORDER_DETAILS])
+        why = f"the folder has no {', '.join(absent)}"
+    else:
+        details = order_view(tables)[["order_id", *ORDER_DETAILS]]
+        why = (
+            f"its order is not in {TABLES['orders'].file} with an item in "
+            f"{TABLES['order_items'].file}"
+        )
+    joined = reviews.merge(details, on="order_id", how="left", indicator=True)
+    joined["category"] = joined["category"].fillna("")
+    rows = []
+    for _, order in joined.sort_values("order_id").iterrows():
+        known = order["_merge"] == "both"
+        row = extraction_prompt(order, order_known=known)
+        row["missing"] = (
+            None
+            if known
+            else {"why": why, "unavailable": list(ORDER_LABELS), "not_scored": list(ORDER_GOLD)}
+        )
+        rows.append(row)
+    return rows
 
 
 def parsed_fields(completion: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -63,6 +101,7 @@ def analysis_row(prompt: dict[str, Any], generation: dict[str, Any]) -> dict[str
         "parse_error": why,
         "truncated": generation["truncated"],
         "tokens": generation["tokens"],
+        "missing": prompt["missing"],
         # The reward training used, through the same code path (no database: extraction).
         **score_row(prompt, generation["completion"], None),
     }
@@ -119,6 +158,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "reviews": len(rows),
         "parse_rate": _share(row["parsed"] is not None for row in rows),
         "truncated": _share(row["truncated"] for row in rows),
+        # .get: a file a rerun appends to may hold rows from a version without the field.
+        "without_order": sum(row.get("missing") is not None for row in rows),
         "mean_reward": statistics.fmean(row["total"] for row in rows),
         "mean_components": {
             name: statistics.fmean(
@@ -150,6 +191,8 @@ def summary_markdown(summary: dict[str, Any], output: str, plot: str | None) -> 
         f"- Reviews: {summary['reviews']} (rows: `{output}`; plot: `{plot}`)",
         f"- Parsed into the 10 fields: {summary['parse_rate']:.1%}",
         f"- Truncated at the token budget: {summary['truncated']:.1%}",
+        f"- Without their order's details (delivery and category gold not scored): "
+        f"{summary['without_order']}",
         f"- Mean reward: {summary['mean_reward']:.3f}",
         "",
         "| Reward component | Mean |",

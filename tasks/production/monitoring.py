@@ -66,9 +66,9 @@ def drift_key(model_label: str, review_ids: list[str]) -> str:
 
 
 def start_retraining(deployment: str, key: str, overrides: dict[str, str]) -> str:
-    """Starts `deployment` (flow/deployment) with its own parameters, the recipe, data and store
-    replaced by `overrides`, and says what happened: a drift without a retraining it can start
-    is still recorded, with the reason."""
+    """Starts `deployment` (flow/deployment) with its own parameters updated by `overrides` (the
+    recipe and store, and the training data when known), and says what happened: a drift without
+    a retraining it can start is still recorded, with the reason."""
     from prefect.client.orchestration import get_client
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
