@@ -100,21 +100,16 @@ def production_model(spec: str, store: ArtifactStore) -> ProductionModel:
 
 def _champion(store: ArtifactStore) -> ProductionModel:
     champion = champions.read_champion(store)
-    if champion is not None and champion.trained_on is not None:
-        verdict = _promotion_reason(store)
-        return ProductionModel(
-            champion.base, champion.adapter, champion.label, champion.trained_on, verdict
-        )
-    run = _latest_run(CHAMPION, store)
-    if champion is not None:
-        # A champion with no record of its prompt sets (a base model put there by hand) is
-        # judged against the latest run's.
-        verdict = _promotion_reason(store)
-        return ProductionModel(
-            champion.base, champion.adapter, champion.label, run.prepared, verdict
-        )
-    # Labelled as a base-model champion would be: the same model is the same drift.
-    return ProductionModel(run.base, None, f"base model {run.base.location}", run.prepared, None)
+    if champion is None:
+        run = _latest_run(CHAMPION, store)
+        # Labelled as a base-model champion would be: the same model is the same drift.
+        label = f"base model {run.base.location}"
+        return ProductionModel(run.base, None, label, run.prepared, None)
+    # A champion with no record of its prompt sets (a base model put there by hand) is judged
+    # against the latest run's.
+    judged_on = champion.trained_on or _latest_run(CHAMPION, store).prepared
+    verdict = _promotion_reason(store)
+    return ProductionModel(champion.base, champion.adapter, champion.label, judged_on, verdict)
 
 
 def _latest_run(spec: str, store: ArtifactStore) -> PipelineRecord:
