@@ -153,14 +153,34 @@ def test_references_longer_than_the_generation_limit_are_named(tmp_path: Path) -
     assert expected and answers_too_long(rows, tokenizer, limit) == expected
 
 
+def test_examples_longer_than_sft_max_length_are_refused_before_training(tmp_path: Path) -> None:
+    """TRL would cut them where their end of turn is: refused, naming the field and the length
+    that fits, before a step runs or a checkpoint is written."""
+    from tasks.training.model import load_tokenizer
+    from tasks.training.sft import examples_too_long
+
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    examples = sft_examples(store.read_jsonl(data.train))
+    over, longest = examples_too_long(examples, load_tokenizer(base, store), 4096)
+    assert over == 0
+    config = SMALL_SFT.model_copy(update={"max_length": longest - 1})
+    with pytest.raises(
+        SftError, match=rf"longer than sft\.max_length={longest - 1} .* least {longest}"
+    ):
+        train_sft(config, LoraConfig(), data, base, store)
+    assert not list(tmp_path.glob("sft/*/checkpoints/*"))
+
+
 def test_the_default_recipe_lets_every_reference_answer_end(tmp_path: Path) -> None:
     """The embedded default's tokenizer, references and generation limits agree: no answer SFT
-    teaches is longer than rollouts and evaluation may generate (its end of turn included)."""
+    teaches is longer than rollouts and evaluation may generate (its end of turn included), and
+    no example is cut at sft.max_length."""
     from configs.recipe import DEFAULT_RECIPE, load_recipe
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
     from tasks.training.model import load_tokenizer, prepare_base_model
-    from tasks.training.sft import answers_too_long
+    from tasks.training.sft import answers_too_long, examples_too_long
 
     from .conftest import SHIPPED_DATA
 
@@ -168,7 +188,9 @@ def test_the_default_recipe_lets_every_reference_answer_end(tmp_path: Path) -> N
     store = ArtifactStore(tmp_path)
     data = prepare_data(fingerprint_source(str(SHIPPED_DATA)), recipe.data, store)
     tokenizer = load_tokenizer(prepare_base_model(recipe.model, data, store), store)
-    assert answers_too_long(store.read_jsonl(data.train), tokenizer, recipe.answer_limit()) == {}
+    rows = store.read_jsonl(data.train)
+    assert answers_too_long(rows, tokenizer, recipe.answer_limit()) == {}
+    assert examples_too_long(sft_examples(rows), tokenizer, recipe.sft.max_length)[0] == 0
 
 
 @pytest.mark.parametrize("schedule", ["constant_with_warmup", "linear"])

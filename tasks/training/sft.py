@@ -78,6 +78,18 @@ def answers_too_long(
     }
 
 
+def examples_too_long(
+    examples: list[dict[str, Any]], tokenizer: Any, max_length: int
+) -> tuple[int, int]:
+    """(how many, the longest in tokens) of the chat-formatted examples longer than `max_length`.
+    TRL cuts those at the end, where the answer's end of turn is: the model would learn from them
+    answers that never end, the one failure SFT is here to prevent."""
+    conversations = [example["prompt"] + example["completion"] for example in examples]
+    encoded = tokenizer.apply_chat_template(conversations, tokenize=True, return_dict=True)
+    lengths = [len(ids) for ids in encoded["input_ids"]]
+    return sum(n > max_length for n in lengths), max(lengths)
+
+
 def sft_args(config: SftConfig, output_dir: Path) -> Any:
     import torch
     from trl import SFTConfig
@@ -150,6 +162,15 @@ def train_sft(
                 "evaluation.max_new_tokens): the model learns answers that are always cut short",
                 over, total, task_name, longest, answer_limit,
             )  # fmt: skip
+    examples = sft_examples(rows)
+    over, longest = examples_too_long(examples, tokenizer, config.max_length)
+    if over:
+        raise SftError(
+            f"{over} of {len(examples)} SFT examples (prompt and reference answer, chat-formatted) "
+            f"are longer than sft.max_length={config.max_length} tokens, the longest {longest}: "
+            "cut there, they lose their end of turn and teach answers that never end; set "
+            f"sft.max_length to at least {longest}"
+        )
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", config.keep_checkpoints)
     sigterm = callbacks.CheckpointOnSigterm()
     with tempfile.TemporaryDirectory(prefix="tucano-sft-") as tmp:
@@ -158,7 +179,7 @@ def train_sft(
         trainer = SFTTrainer(
             model=model,
             args=sft_args(config, workdir / "checkpoints"),
-            train_dataset=Dataset.from_list(sft_examples(rows)),
+            train_dataset=Dataset.from_list(examples),
             processing_class=tokenizer,
             peft_config=None if config.full_finetune else peft_lora_config(lora),
             callbacks=[callbacks.UploadCheckpoints(checkpoints), callbacks.LogSteps(), sigterm],
