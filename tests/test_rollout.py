@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from configs.recipe import LoraConfig, TrainingConfig
+from configs.recipe import EvalConfig, LoraConfig, TrainingConfig
 from tasks.core.store import ArtifactStore
+from tasks.evaluation.evaluate import generate
 from tasks.training.model import load_model_and_tokenizer
 from tasks.training.rollout import FAST, PLAIN, PROMPT_BUCKET, RolloutModel
 from tasks.training.train import build_trainer, train_seed
@@ -48,6 +49,18 @@ def _encoded(tokenizer):
         for p in PROMPTS
     ]
     return tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+
+
+def _optimizer_step(policy, encoded) -> None:
+    """One real optimizer step on the adapter, large enough to change greedy outputs."""
+    import torch
+
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=0.05)
+    policy.train()
+    loss = policy(**encoded, labels=encoded["input_ids"]).loss
+    loss.backward()
+    optimizer.step()
+    policy.eval()
 
 
 def _greedy(tokenizer, max_new_tokens: int = 24):
@@ -110,13 +123,7 @@ def test_after_an_optimizer_step_sync_folds_in_the_new_adapter(inputs) -> None:
     fast = RolloutModel(policy, FAST)
     before = fast.generate(encoded["input_ids"], encoded["attention_mask"], config)
 
-    # One real optimizer step on the adapter, large enough to change greedy outputs.
-    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=0.05)
-    policy.train()
-    loss = policy(**encoded, labels=encoded["input_ids"]).loss
-    loss.backward()
-    optimizer.step()
-    policy.eval()
+    _optimizer_step(policy, encoded)
     with torch.no_grad():
         plain_after = policy.generate(**encoded, generation_config=config)
     assert plain_after.tolist() != before.tolist()
@@ -127,6 +134,102 @@ def test_after_an_optimizer_step_sync_folds_in_the_new_adapter(inputs) -> None:
     fresh = fast.generate(encoded["input_ids"], encoded["attention_mask"], config)
     assert fresh.tolist() == plain_after.tolist()
     assert fast.synced_step == 1
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Every model constructed and every module executed outside the import system, from now on:
+    what building a rollout copy and its pristine class costs."""
+    import importlib.util
+
+    from transformers import PreTrainedModel
+
+    made: dict[str, list[str]] = {"models": [], "modules": []}
+    construct, load = PreTrainedModel.__init__, importlib.util.module_from_spec
+
+    def counted_init(self, *args, **kwargs):
+        made["models"].append(type(self).__name__)
+        construct(self, *args, **kwargs)
+
+    def counted_load(spec):
+        made["modules"].append(spec.name)
+        return load(spec)
+
+    monkeypatch.setattr(PreTrainedModel, "__init__", counted_init)
+    monkeypatch.setattr(importlib.util, "module_from_spec", counted_load)
+    return made
+
+
+def test_rollout_copies_of_two_models_share_their_class_and_forward(inputs) -> None:
+    store, _, base = inputs
+    first, _ = _adapted(store, base, seed=0)
+    second, _ = _adapted(store, base, seed=1)
+    copies = [RolloutModel(policy, FAST).model for policy in (first, second)]
+    assert copies[0] is not copies[1]  # each model folds its own weights
+    # torch.compile guards on the forward's code object: one class, one compiled graph.
+    assert type(copies[0]) is type(copies[1])
+    assert type(copies[0]).forward.__code__ is type(copies[1]).forward.__code__
+    # Still transformers' class from its own execution, not the one Unsloth would patch.
+    live = type(first.get_base_model())
+    assert type(copies[0]) is not live and type(copies[0]).__name__ == live.__name__
+
+
+def test_a_compiled_engine_compiles_once_for_more_calls_and_a_second_model(inputs) -> None:
+    """What the static cache does on a GPU, on the CPU: transformers compiles the copy's forward
+    (here with the eager backend, which needs no C compiler), and each call makes its own
+    RolloutModel, as every evaluation call does."""
+    import torch
+    from torch._dynamo.utils import counters
+    from transformers import CompileConfig
+
+    store, _, base = inputs
+    first, tokenizer = _adapted(store, base, seed=0)
+    second, _ = _adapted(store, base, seed=1)
+    encoded, config = _encoded(tokenizer), _greedy(tokenizer, 4)
+    config.compile_config = CompileConfig(backend="eager")
+    config.compile_config._compile_all_devices = True  # transformers' switch for testing on CPU
+    torch._dynamo.reset()
+    graphs = []
+    for policy in (first, first, second):
+        compiled = counters["stats"]["unique_graphs"]
+        rollout = RolloutModel(policy, FAST, static_cache=True)
+        rollout.generate(encoded["input_ids"], encoded["attention_mask"], config)
+        graphs.append(counters["stats"]["unique_graphs"] - compiled)
+    assert graphs == [1, 0, 0]
+
+
+def test_a_second_evaluation_call_builds_nothing_and_matches_a_fresh_model(inputs, request) -> None:
+    store, _, base = inputs
+    config = EvalConfig(max_new_tokens=12, batch_size=2)
+    policy, tokenizer = _adapted(store, base)
+    generate(policy, tokenizer, PROMPTS[:2], config)
+    built = request.getfixturevalue("builds")
+    again = generate(policy, tokenizer, PROMPTS, config)  # other prompts, other batches
+    assert built == {"models": [], "modules": []}
+    fresh, fresh_tokenizer = _adapted(store, base)
+    loaded = len(built["models"])
+    assert generate(fresh, fresh_tokenizer, PROMPTS, config) == again
+    assert len(built["models"]) > loaded  # a new model builds its copy: the spy does see it
+
+
+def test_the_kept_copy_folds_in_weights_changed_since_the_last_call(inputs, request) -> None:
+    import torch
+
+    store, _, base = inputs
+    greedy = EvalConfig(max_new_tokens=24, do_sample=False, batch_size=3)
+    policy, tokenizer = _adapted(store, base)
+    before = generate(policy, tokenizer, PROMPTS, greedy)
+    # An adapter step, as more training would make, and a frozen weight outside any adapter.
+    _optimizer_step(policy, _encoded(tokenizer))
+    with torch.no_grad():
+        norm = policy.get_base_model().model.norm.weight
+        norm.copy_(torch.randn(norm.shape, generator=torch.Generator().manual_seed(0)))
+    built = request.getfixturevalue("builds")
+    after = generate(policy, tokenizer, PROMPTS, greedy)
+    assert built["models"] == []  # the same copy as the first call, not a new one
+    plain_engine = greedy.model_copy(update={"rollout_engine": PLAIN})
+    assert after == generate(policy, tokenizer, PROMPTS, plain_engine)
+    assert after != before
 
 
 def test_grpo_trainer_syncs_its_rollout_copy_after_each_optimizer_step(inputs, tmp_path) -> None:

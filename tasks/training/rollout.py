@@ -18,7 +18,9 @@ stays TRL's, and the benchmark measures the log-prob gap.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.util
+from types import ModuleType
 from typing import Any
 
 FAST, PLAIN = "fast", "plain"
@@ -34,7 +36,9 @@ class RolloutError(RuntimeError):
 
 class RolloutModel:
     """Generates for `policy` with the recipe's engine. `sync()` after the policy's weights change;
-    until then generation uses the weights of the last sync."""
+    until then generation uses the weights of the last sync. The bare copy is the policy's own,
+    kept across RolloutModels (every evaluation call makes one), so a compiled engine finds its
+    graphs again; each new RolloutModel folds all of the policy's current weights into it."""
 
     def __init__(self, policy: Any, engine: str = FAST, *, static_cache: bool | None = None):
         self.policy = policy
@@ -45,7 +49,7 @@ class RolloutModel:
         self.source = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
         self.adapted = _adapted_layer_names(self.source) if self.fast else set()
         needs_copy = self.fast and (self.adapted or _is_quantized(self.source))
-        self.model = _bare_copy(self.source) if needs_copy else policy
+        self.model = _kept_bare_copy(self.source) if needs_copy else policy
         self.synced_step: int | None = None
         if self.model is not policy:
             # What an optimizer step can change: adapted layers and anything left trainable.
@@ -140,6 +144,25 @@ def _trainable(model: Any, name: str) -> bool:
         return False  # the policy holds it under an adapter's base layer
 
 
+# Where a model keeps its bare copy: in its own __dict__, out of its submodules (so out of its
+# state_dict, `.to()` and the optimizer), and read from there alone, since PEFT's __getattr__
+# would otherwise hand a wrapper the copy of the model it wraps.
+_KEPT_COPY = "_tucano_rollout_copy"
+
+
+def _kept_bare_copy(source: Any) -> Any:
+    """`source`'s bare copy, made once per model and placement: a new copy is a new compiled
+    graph on a GPU (tens of seconds), a reused one costs a weight copy."""
+    embeddings = source.get_input_embeddings().weight
+    placement = (embeddings.device, embeddings.dtype, tuple(embeddings.shape))
+    kept = vars(source).get(_KEPT_COPY)
+    if kept is None or kept[0] != placement:
+        kept = vars(source)[_KEPT_COPY] = (placement, _bare_copy(source))
+    model = kept[1]
+    model.generation_config = copy.deepcopy(source.generation_config)
+    return model
+
+
 def _bare_copy(source: Any) -> Any:
     """The same architecture in the compute dtype, unquantized, without adapters, on the same
     device; its weights are filled in by the first sync."""
@@ -155,7 +178,6 @@ def _bare_copy(source: Any) -> Any:
     cuda = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=cuda), torch.device(device):
         model = _pristine_class(type(source))._from_config(config, dtype=embeddings.dtype)
-    model.generation_config = copy.deepcopy(source.generation_config)
     model.eval()
     model.requires_grad_(False)
     return model
@@ -166,10 +188,17 @@ def _pristine_class(model_class: type) -> type:
     place for its own inference path (which wants its own attributes and cache); the copy needs
     transformers' forward, the one the static cache and compilation are built for, so it comes
     from a fresh execution of the modeling module, left out of sys.modules."""
-    spec = importlib.util.find_spec(model_class.__module__)
+    return getattr(_pristine_module(model_class.__module__), model_class.__name__)
+
+
+@functools.cache
+def _pristine_module(name: str) -> ModuleType:
+    """Executed once per process: torch.compile guards on the forward's code object, so every
+    fresh execution would make every copy compile again."""
+    spec = importlib.util.find_spec(name)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return getattr(module, model_class.__name__)
+    return module
 
 
 def _source_tensor(source: Any, module_name: str, attribute: str) -> Any:
