@@ -12,6 +12,7 @@ import pytest
 from prefect import flow
 
 from configs.recipe import MonitoringConfig
+from flows.cli import main
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.evaluate import score_row
 from tasks.production.checks import FAIL, NOT_MEASURED, PASS, Answer, run_checks
@@ -200,3 +201,48 @@ def test_the_decision_file_lists_every_check(reviews, tmp_path: Path) -> None:
         assert (check["reference"] is None) == (check["check"] == "reward_drop")
     assert recorded["status"] == DRIFT
     assert all(c["label"] in recorded["reason"] for c in recorded["checks"] if c["verdict"] == FAIL)
+
+
+def _score_lines(reviews: list[dict], completion, truncated) -> list[str]:
+    return [
+        json.dumps(
+            {
+                "task": "extraction",
+                "completion": completion(review),
+                "context": {"review_score": review["review_score"]},
+                **({} if truncated is None else {"truncated": truncated}),
+            }
+        )
+        for review in reviews
+    ]
+
+
+def test_offline_scoring_summarises_the_same_checks(reviews, tmp_path: Path, capsys) -> None:
+    source, out = tmp_path / "logs.jsonl", tmp_path / "scored.jsonl"
+    source.write_text("\n".join(_score_lines(reviews, lambda review: NEGATIVE, True)) + "\n")
+    assert main(["score", "--input", str(source), "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "**Monitoring: drift** (20 answers; the model's eval split: not known" in printed
+    for label in ("Truncated at the token budget", "One sentiment for most answers"):
+        assert f"| {label} |" in printed
+    assert "| Rewards not below the eval split's | n/a |" in printed  # no model, no eval split
+    assert len(out.read_text().splitlines()) == 20
+
+    # Without --output the lines go to stdout and the summary to stderr; good answers that do
+    # not say whether they were cut leave truncation unmeasured.
+    source.write_text("\n".join(_score_lines(reviews, lambda r: r["reference"], None)) + "\n")
+    assert main(["score", "--input", str(source)]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 20
+    assert "**Monitoring: healthy**" in captured.err
+    unmeasured = "| n/a | at most 10.0% | n/a | not measured | no answer says whether it was cut"
+    assert f"| Truncated at the token budget {unmeasured}" in captured.err
+
+
+def test_a_truncated_flag_that_is_no_boolean_is_a_bad_line(tmp_path: Path, capsys) -> None:
+    source = tmp_path / "logs.jsonl"
+    source.write_text(
+        json.dumps({"task": "extraction", "completion": NEGATIVE, "truncated": 1}) + "\n"
+    )
+    assert main(["score", "--input", str(source), "--output", str(tmp_path / "o.jsonl")]) == 1
+    assert "line 1: 'truncated' must be true or false, not 1" in capsys.readouterr().err
