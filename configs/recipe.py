@@ -280,15 +280,62 @@ class RetrainingConfig(_Strict):
 
 
 class MonitoringConfig(_Strict):
-    """How `tucano analyze` watches production rewards: drift when their mean falls under the
-    floor, or is significantly lower (one-sided, at compare.alpha) than the champion's on its
-    own eval split."""
+    """What makes `tucano analyze` call the production model's answers a drift
+    (tasks/production/checks.py). The reward alone is not enough: a model whose answers were 29%
+    parsed, 100% truncated and all "negativo" averaged 0.567, above the floor. Each rate's
+    threshold is the stricter of its limit here and the model's own value on its eval split
+    moved by `eval_margin`; any failed check is a drift."""
 
     floor: float = Field(
         0.50, ge=0, le=1, description="Lowest acceptable mean reward (the seed's plan: 0.50)."
     )
     drop_test: bool = Field(
         True, description="Also test for a significant drop below the champion's eval rewards."
+    )
+    min_parse_rate: float = Field(
+        0.80,
+        ge=0,
+        le=1,
+        description="Least share of answers parsed into the 10 fields with valid values; below "
+        "it more than one review in five has no analysis at all.",
+    )
+    max_truncated: float = Field(
+        0.10,
+        ge=0,
+        le=1,
+        description="Most share of answers cut at the token budget (an answer that never ended "
+        "is a loop or a ramble, whatever it parsed to); training's max_heldout_truncation "
+        "bars an adapter above the same 0.10.",
+    )
+    min_sentiment_agreement: float = Field(
+        0.75,
+        ge=0,
+        le=1,
+        description="Least agreement of the parsed answers' sentiment with the stars: the mean "
+        "of the shares that say negativo on 1-2 star and positivo on 4-5 star reviews (3 stars "
+        "are not judged). A constant answer gets 0.50, the reference answers 1.00.",
+    )
+    max_value_share: float = Field(
+        0.80,
+        gt=0,
+        le=1,
+        description="Collapse: sentiment or churn risk may take one value in at most this share "
+        "of parsed answers, or in the largest star group's share plus stars_margin when the "
+        "stars themselves are that concentrated.",
+    )
+    eval_margin: float = Field(
+        0.10,
+        ge=0,
+        le=1,
+        description="How much worse than on its own eval split a rate may be (parsed, truncated, "
+        "agreement), as a share: 0.10 = 10 points.",
+    )
+    stars_margin: float = Field(
+        0.10,
+        ge=0,
+        le=1,
+        description="How much more than the largest star group (1-2, 3 or 4-5 stars) of the same "
+        "reviews one value of sentiment or churn risk may take.",
     )
 
 

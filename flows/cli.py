@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from configs.recipe import DEFAULT_RECIPE, RecipeError, load_recipe
+from configs.recipe import DEFAULT_RECIPE, Recipe, RecipeError, load_recipe
 from tasks.core.store import ArtifactStore
 
 # 128 + SIGTERM, what a shell reports for a process ended by the spot VM's notice.
@@ -41,7 +41,14 @@ def _parser() -> argparse.ArgumentParser:
     scoring = commands.add_parser(
         "score", help="score production outputs (JSONL) with the rewards; no Prefect run"
     )
-    scoring.add_argument("--input", required=True, help="JSONL: task, completion, context")
+    scoring.add_argument(
+        "--config",
+        default=str(DEFAULT_RECIPE),
+        help="YAML recipe whose monitoring: thresholds judge the extraction answers",
+    )
+    scoring.add_argument(
+        "--input", required=True, help="JSONL: task, completion, context (and truncated)"
+    )
     scoring.add_argument("--output", help="JSONL with total and components (default: stdout)")
     scoring.add_argument(
         "--database", help="SQLite copy of the Olist tables for SQL (default: the shipped data)"
@@ -162,24 +169,43 @@ def _summary(store: ArtifactStore, result: Any) -> str:
     return "eval rows: " + ", ".join(store.uri(e.rows) for e in evaluated if e is not None)
 
 
-def score_file(args: argparse.Namespace) -> int:
-    """`tucano score`: every good line scored, every bad one named; exit 1 if any was bad."""
+def _scored_answer(record: dict[str, Any]) -> Any:
+    """A scored extraction line as the monitor's checks read it."""
+    from tasks.production.checks import Answer
+
+    stars = (record.get("context") or {}).get("review_score")
+    return Answer.of(record["completion"], record.get("truncated"), stars, record["total"])
+
+
+def score_file(args: argparse.Namespace, recipe: Recipe) -> int:
+    """`tucano score`: every good line scored, every bad one named; exit 1 if any was bad. The
+    extraction answers among them get the monitor's checks, summarised after the lines (on
+    stderr when the lines go to stdout)."""
     from tasks.evaluation.score_logs import output_sink, score_lines, shipped_database
+    from tasks.production.monitoring import decision_markdown, drift_decision
 
     database = (lambda: Path(args.database)) if args.database else functools.cache(shipped_database)
     errors = 0
+    answers = []
     try:
         # Bytes, not text: one undecodable line is one bad line, not the end of the run.
         with open(args.input, "rb") as source, output_sink(args.output) as sink:
-            for _, line, error in score_lines(source, database):
-                if error:
+            for scored in score_lines(source, database):
+                if scored.error:
                     errors += 1
-                    print(f"tucano score: {args.input}: {error}", file=sys.stderr)
-                else:
-                    sink.write(line)
+                    print(f"tucano score: {args.input}: {scored.error}", file=sys.stderr)
+                    continue
+                sink.write(scored.line)
+                if scored.record["task"] == "extraction":
+                    answers.append(_scored_answer(scored.record))
     except OSError as exc:
         print(f"tucano score: {exc}", file=sys.stderr)
         return 1
+    if answers:
+        # Offline logs name no model: no eval split to hold them to, only the recipe's limits.
+        decision = drift_decision(answers, None, recipe.monitoring, recipe.compare.alpha)
+        summary = f"# Extraction answers in {args.input}\n\n{decision_markdown(decision)}"
+        print(summary, file=sys.stdout if args.output else sys.stderr, flush=True)
     return 1 if errors else 0
 
 
@@ -233,15 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "compare" and bool(args.base_eval) != bool(args.candidate_eval):
         parser.error("--base-eval and --candidate-eval go together")
-    if args.command == "score":
-        return score_file(args)
     if args.command == "deploy":
         return deploy_command(args)
     try:
-        load_recipe(args.config)
+        recipe = load_recipe(args.config)
     except RecipeError as exc:
         print(f"tucano: {exc}", file=sys.stderr)
         return 2
+    if args.command == "score":
+        return score_file(args, recipe)
     from flows.production import ModelChoiceError
     from tasks.evaluation.audit import AuditFailed
     from tasks.evaluation.report import EvalRowsError

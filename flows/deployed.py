@@ -5,7 +5,7 @@
 - pipeline: the whole DAG, seeds fanned out as seeded-training runs.
 - scheduled-retraining: retrain when the data changed, promote only a better model.
 - resume-training: started by an automation when a seeded-training run crashes.
-- review-analysis: daily, the production model reads new reviews; a reward drift retrains.
+- review-analysis: daily, the production model reads new reviews; a drift retrains.
 """
 
 from __future__ import annotations

@@ -114,5 +114,5 @@ class AnalysisRun(RunInputs):
     retraining_deployment: str = Field(
         "tucano-scheduled-retraining/scheduled-retraining-local",
         min_length=1,
-        description="The deployment (flow/deployment) a reward drift starts, once per drift.",
+        description="The deployment (flow/deployment) a drift starts, once per drift.",
     )

@@ -1,8 +1,8 @@
-"""After promotion: the model exported, put to work on new reviews, and its rewards watched.
+"""After promotion: the model exported, put to work on new reviews, and its answers watched.
 
 - export: the champion (or seed N, an adapter folder) merged into plain weights, with a card.
-- analyze: every new review through the production model, one JSONL row each; then the drift
-  rule, which starts the scheduled-retraining deployment on drift.
+- analyze: every new review through the production model, one JSONL row each; then the
+  monitor's checks, whose drift starts the scheduled-retraining deployment.
 
 The model always comes from the store (the champion, else the latest pipeline run), never from
 the reviews being analysed: a folder of new reviews is never prepared as training data.
@@ -33,7 +33,7 @@ from tasks.core.store import ArtifactStore, digest_folder
 from tasks.evaluation import champion as champions
 from tasks.evaluation.evaluate import evaluate_model_task, load_with_adapter
 from tasks.production import analyze as analysis
-from tasks.production import monitoring
+from tasks.production import checks, monitoring
 from tasks.production.export import CARD_FILE, export_model
 
 CHAMPION = "champion"
@@ -228,21 +228,28 @@ def analyze_flow(
     # 3. Every new review through it, resuming after the rows already written.
     loaded, tokenizer = load_with_adapter(chosen.base, chosen.adapter, store)
     rows = analysis.analyze(loaded, tokenizer, prompts, recipe.evaluation, Path(output))
-    # 4. The summary: printed, an artifact, a plot beside the rows.
+    # 4. The checks, against the same model's answers on the eval split it was judged on.
     summary = analysis.summarize(rows)
     if not rows:
-        print(analysis.summary_markdown(summary, output, plot=None), flush=True)
+        print(analysis.summary_markdown(summary, None, output, plot=None), flush=True)
         return {"summary": summary, "monitoring": None}
-    plot = analysis.summary_plot(rows, summary, Path(output).with_suffix(".summary.png"))
-    markdown = analysis.summary_markdown(summary, output, plot=str(plot))
-    print(markdown, flush=True)
-    create_markdown_artifact(key="tucano-review-analysis", markdown=markdown)
-    # 5. The drift rule against its own extraction rewards on the eval split it was judged on.
-    reference = [r["total"] for r in _eval_rows(recipe, chosen, store) if r["task"] == "extraction"]
+    reference = checks.eval_answers(
+        _eval_rows(recipe, chosen, store), store.read_jsonl(chosen.judged_on.eval)
+    )
+    answers = [
+        checks.Answer.of(row["completion"], row["truncated"], row.get("review_score"), row["total"])
+        for row in rows
+    ]
     decision = monitoring.drift_decision(
-        [row["total"] for row in rows], reference, recipe.monitoring, recipe.compare.alpha
+        answers, reference, recipe.monitoring, recipe.compare.alpha
     )
     decision["model"] = chosen.label
+    # 5. The summary with its checks: printed, an artifact, a plot beside the rows.
+    plot_path = Path(output).with_suffix(".summary.png")
+    plot = analysis.summary_plot(rows, summary, decision["checks"], plot_path)
+    markdown = analysis.summary_markdown(summary, decision, output, plot=str(plot))
+    print(markdown, flush=True)
+    create_markdown_artifact(key="tucano-review-analysis", markdown=markdown)
     # 6. On drift, retraining once per drift, on the data the latest pipeline run trained on
     # (the master data a new month joins), never on the analysed folder: with no run recorded,
     # the retraining deployment's own data.
@@ -254,7 +261,7 @@ def analyze_flow(
             monitoring.drift_key(chosen.label, [row["review_id"] for row in rows]),
             training,
         )
-        log.warning("reward drift: %s; retraining %s", decision["reason"], decision["retraining"])
+        log.warning("drift: %s; retraining %s", decision["reason"], decision["retraining"])
     decision["record"] = monitoring.record_monitoring(decision, store)
     return {"summary": summary, "monitoring": decision}
 

@@ -1,9 +1,10 @@
 """Scoring production outputs: JSONL in, the same lines with `total` and `components` out.
 
-Each input line is `{"task": ..., "completion": ..., "context": {...}}`. A line without a task is
-classified by form (and marked `task_inferred`); a bad line is reported by its number and the
-other lines are still scored. SQL answers run against the shipped Olist database, built once
-from data/olist/ into a cache folder, or against a database the caller names.
+Each input line is `{"task": ..., "completion": ..., "context": {...}}`, with `"truncated":
+true|false` where the caller knows whether the answer was cut at the token budget. A line without
+a task is classified by form (and marked `task_inferred`); a bad line is reported by its number
+and the other lines are still scored. SQL answers run against the shipped Olist database, built
+once from data/olist/ into a cache folder, or against a database the caller names.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO, NamedTuple, NoReturn
 
 from rewards import SCORERS, score
 from rewards.classify import classify
@@ -86,6 +87,10 @@ def score_record(record: Any, database: Callable[[], Path]) -> dict[str, Any]:
     if not isinstance(completion, str):
         raise BadLine("'completion' must be a string")
     context = _context(record)
+    # Optional: whether the answer was cut at the token budget, for the monitor's checks.
+    truncated = record.get("truncated")
+    if truncated is not None and not isinstance(truncated, bool):
+        raise BadLine(f"'truncated' must be true or false, not {truncated!r}")
     task = record.get("task")
     inferred = task is None
     if inferred:
@@ -138,20 +143,26 @@ def parse_line(raw: bytes) -> Any:
         raise BadLine(f"not JSON: {exc}") from None
 
 
-def scored_line(raw: bytes, database: Callable[[], Path]) -> bytes:
-    """One input line scored, as the UTF-8 output line (newline included)."""
+def scored_line(raw: bytes, database: Callable[[], Path]) -> tuple[dict[str, Any], bytes]:
+    """One input line scored, and as the UTF-8 output line (newline included)."""
     record = score_record(parse_line(raw), database)
-    return (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    return record, line
 
 
 def _clip(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE_CHARS else message[:MAX_MESSAGE_CHARS] + "…"
 
 
-def score_lines(
-    lines: Iterable[bytes], database: Callable[[], Path]
-) -> Iterator[tuple[int, bytes | None, str | None]]:
-    """(line number, output line or None, error or None) for every non-blank line."""
+class Scored(NamedTuple):
+    number: int
+    record: dict[str, Any] | None  # the scored line, None when it is bad
+    line: bytes | None  # the record as an output line
+    error: str | None
+
+
+def score_lines(lines: Iterable[bytes], database: Callable[[], Path]) -> Iterator[Scored]:
+    """Every non-blank line, scored or with its error."""
     for number, raw in enumerate(lines, start=1):
         if number == 1:
             raw = raw.removeprefix(UTF8_BOM)  # editors on Windows start UTF-8 files with one
@@ -159,15 +170,15 @@ def score_lines(
             continue
         try:
             # Without its line end, so an error's column is counted on this line alone.
-            line = scored_line(raw.rstrip(b"\r\n"), database)
+            record, line = scored_line(raw.rstrip(b"\r\n"), database)
         except BadLine as exc:
-            yield number, None, f"line {number}: {_clip(str(exc))}"
+            yield Scored(number, None, None, f"line {number}: {_clip(str(exc))}")
         except Exception as exc:
             # A scorer's bug on one line must not cost the rest of the file its scores: the
             # line is still named and the run still exits 1.
-            yield number, None, f"line {number}: not scored: {_clip(repr(exc))}"
+            yield Scored(number, None, None, f"line {number}: not scored: {_clip(repr(exc))}")
         else:
-            yield number, line, None
+            yield Scored(number, record, line, None)
 
 
 @contextlib.contextmanager

@@ -38,6 +38,13 @@ def _summary(title: str, message: str) -> str:
     return sentence[:SUMMARY_CHARS].rsplit(" ", 1)[0] + "…"
 
 
+def star_sentiment(stars: int) -> str:
+    """The sentiment a review's own stars call for: 1-2 negativo, 3 neutro, 4-5 positivo. The
+    reference answers say it; the production monitor holds answers to it (tasks/production/
+    checks.py)."""
+    return "positivo" if stars >= 4 else "neutro" if stars == 3 else "negativo"
+
+
 def extraction_reference(order: pd.Series) -> str:
     """The 10-field JSON for a reviewed order: stars, lateness and category from the data, the
     issues from what the text mentions."""
@@ -47,7 +54,7 @@ def extraction_reference(order: pd.Series) -> str:
     folded = fold(f"{title} {message}")
     late = bool(order["delivered_late"]) if pd.notna(order["delivered_late"]) else False
     record = {
-        "sentiment": "positivo" if stars >= 4 else "neutro" if stars == 3 else "negativo",
+        "sentiment": star_sentiment(stars),
         "sentiment_score": stars,
         "delivery_issue": late or (stars <= 3 and _mentions(folded, DELIVERY_STEMS)),
         "product_issue": stars <= 3 and _mentions(folded, PRODUCT_STEMS),

@@ -15,18 +15,17 @@ import json
 import os
 import statistics
 from collections import Counter
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from configs.recipe import EvalConfig
-from rewards.extraction import FIELDS, VALUE_CHECKS, parse_json_object
 from tasks.evaluation.evaluate import generate_batches, score_row
 from tasks.prep.extraction import ORDER_LABELS, extraction_prompt, has_review_text
 from tasks.prep.olist import TABLES, read_tables, tables_present
 from tasks.prep.orders import one_review_per_order, order_view
+from tasks.production.checks import checks_markdown, format_value, parsed_fields
 
 # The tables an order's details come from (customers only because the order view joins them);
 # payments, sellers and the category translation are not needed to analyse reviews.
@@ -77,20 +76,6 @@ def review_prompts(uri: str) -> list[dict[str, Any]]:
     return rows
 
 
-def parsed_fields(completion: str) -> tuple[dict[str, Any] | None, str | None]:
-    """The 10-field object when every field is there with a valid value; else None and why."""
-    data, _ = parse_json_object(completion)
-    if data is None:
-        return None, "no JSON object in the completion"
-    missing = [name for name in FIELDS if name not in data]
-    if missing:
-        return None, f"missing field(s): {', '.join(missing)}"
-    invalid = [name for name in FIELDS if not VALUE_CHECKS[name](data[name])]
-    if invalid:
-        return None, f"invalid value(s): {', '.join(invalid)}"
-    return {name: data[name] for name in FIELDS}, None
-
-
 def analysis_row(prompt: dict[str, Any], generation: dict[str, Any]) -> dict[str, Any]:
     parsed, why = parsed_fields(generation["completion"])
     return {
@@ -102,6 +87,8 @@ def analysis_row(prompt: dict[str, Any], generation: dict[str, Any]) -> dict[str
         "truncated": generation["truncated"],
         "tokens": generation["tokens"],
         "missing": prompt["missing"],
+        # The customer's own stars: what the monitor checks the extracted sentiment against.
+        "review_score": prompt["review_score"],
         # The reward training used, through the same code path (no database: extraction).
         **score_row(prompt, generation["completion"], None),
     }
@@ -150,17 +137,15 @@ def analyze(
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Parse rate, truncation, mean reward per component, counts by sentiment and churn risk."""
+    """Reviews, those without their order's details, mean reward per component, counts by
+    sentiment and churn risk (parse rate, truncation and the rest are the monitor's checks)."""
     if not rows:
         return {"reviews": 0}
     components = sorted({name for row in rows for name in row["components"]})
     return {
         "reviews": len(rows),
-        "parse_rate": _share(row["parsed"] is not None for row in rows),
-        "truncated": _share(row["truncated"] for row in rows),
         # .get: a file a rerun appends to may hold rows from a version without the field.
         "without_order": sum(row.get("missing") is not None for row in rows),
-        "mean_reward": statistics.fmean(row["total"] for row in rows),
         "mean_components": {
             name: statistics.fmean(
                 row["components"][name] for row in rows if name in row["components"]
@@ -172,29 +157,28 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _share(flags: Iterable[bool]) -> float:
-    values = list(flags)
-    return sum(values) / len(values)
-
-
 def _counts(rows: list[dict[str, Any]], field: str) -> dict[str, int]:
     counts = Counter(row["parsed"][field] if row["parsed"] else "unparsed" for row in rows)
     return dict(sorted(counts.items()))
 
 
-def summary_markdown(summary: dict[str, Any], output: str, plot: str | None) -> str:
+def summary_markdown(
+    summary: dict[str, Any], decision: dict[str, Any] | None, output: str, plot: str | None
+) -> str:
     if not summary["reviews"]:
         return f"# Review analysis\n\nNo new reviews to analyse; rows: `{output}`\n"
     lines = [
         "# Review analysis",
         "",
         f"- Reviews: {summary['reviews']} (rows: `{output}`; plot: `{plot}`)",
-        f"- Parsed into the 10 fields: {summary['parse_rate']:.1%}",
-        f"- Truncated at the token budget: {summary['truncated']:.1%}",
         f"- Without their order's details (delivery and category gold not scored): "
         f"{summary['without_order']}",
-        f"- Mean reward: {summary['mean_reward']:.3f}",
         "",
+        f"## Monitoring: {decision['status']}",
+        "",
+        decision["reason"],
+        "",
+        checks_markdown(decision["checks"]),
         "| Reward component | Mean |",
         "|---|---:|",
         *(f"| {name} | {value:+.3f} |" for name, value in summary["mean_components"].items()),
@@ -205,22 +189,45 @@ def summary_markdown(summary: dict[str, Any], output: str, plot: str | None) -> 
     return "\n".join(lines) + "\n"
 
 
-def summary_plot(rows: list[dict[str, Any]], summary: dict[str, Any], path: Path) -> Path:
-    """Reward distribution, and reviews by sentiment and by churn risk."""
+# Bar colours of the checks panel, by verdict.
+VERDICT_COLOURS = {"pass": "#6a994e", "fail": "#bc4749", "not measured": "#adb5bd"}
+
+
+def summary_plot(
+    rows: list[dict[str, Any]], summary: dict[str, Any], checks: list[dict[str, Any]], path: Path
+) -> Path:
+    """Reward distribution, the monitor's checks against their thresholds, and reviews by
+    sentiment and by churn risk."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display on workers or CI
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    axes[0].hist([row["total"] for row in rows], bins=20, range=(0, 1), color="#3b6ea5")
-    axes[0].set(title="Reward per review", xlabel="reward", ylabel="reviews")
+    figure = plt.figure(figsize=(13, 8))
+    grid = figure.add_gridspec(2, 3)
+    gauges = figure.add_subplot(grid[0, :])
+    reward, sentiment, churn = (figure.add_subplot(grid[1, column]) for column in range(3))
+    # Every check is a number in [0, 1] (a share, a mean reward, a p-value): one axis for all.
+    positions = list(range(len(checks)))[::-1]
+    values = [check["value"] or 0.0 for check in checks]
+    gauges.barh(positions, values, color=[VERDICT_COLOURS[check["verdict"]] for check in checks])
+    gauges.scatter(
+        [check["threshold"] for check in checks], positions, marker="|", s=400, color="black",
+        zorder=3,
+    )  # fmt: skip
+    for position, value, check in zip(positions, values, checks, strict=True):
+        shown = format_value(check["value"], check["unit"])
+        gauges.text(value + 0.01, position, f"{shown}: {check['verdict']}", va="center")
+    gauges.set_yticks(positions, [check["label"] for check in checks])
+    gauges.set(title="Monitoring checks (black tick: threshold)", xlim=(0, 1.2))
+    reward.hist([row["total"] for row in rows], bins=20, range=(0, 1), color="#3b6ea5")
+    reward.set(title="Reward per review", xlabel="reward", ylabel="reviews")
     for axis, key, title in (
-        (axes[1], "by_sentiment", "Sentiment"),
-        (axes[2], "by_churn_risk", "Churn risk"),
+        (sentiment, "by_sentiment", "Sentiment"),
+        (churn, "by_churn_risk", "Churn risk"),
     ):
         counts = summary.get(key, {})
-        axis.bar(list(counts), list(counts.values()), color="#6a994e")
+        axis.bar(list(counts), list(counts.values()), color="#3b6ea5")
         axis.set(title=title, ylabel="reviews")
     figure.tight_layout()
     figure.savefig(path, dpi=110)

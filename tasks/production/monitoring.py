@@ -1,17 +1,17 @@
-"""Are production rewards still what the champion earned when it was promoted?
+"""Is the production model still answering as well as when it was judged? And if not, retrain.
 
-The reference is the model's own extraction rewards on the eval split of the data it was judged
-on. Production reviews are other reviews, so the two samples are independent: a one-sided
-Mann-Whitney rank-sum test (not the paired Wilcoxon of the comparison) asks whether production
-rewards are stochastically lower. The recipe's floor catches a low level the test might not call
-significant. Either makes a drift; the decision is a file in the store and a Prefect artifact, and
-a drift starts the scheduled-retraining deployment, once per drift.
+Every analysed answer goes through the checks a reader would make (tasks/production/checks.py):
+the mean reward against the recipe's floor and a one-sided drop test against the model's own
+eval-split rewards, as before, and the parse rate, the truncated share, agreement with the stars
+and collapse, against the recipe's limits and the same model's numbers on its eval split. Any
+failed check makes a drift; the decision, with every check, is a file in the store and a Prefect
+artifact, and a drift starts the scheduled-retraining deployment, once per drift.
 """
 
 from __future__ import annotations
 
 import hashlib
-import statistics
+from collections import Counter
 from typing import Any
 
 from prefect.artifacts import create_markdown_artifact
@@ -19,7 +19,14 @@ from prefect.artifacts import create_markdown_artifact
 from configs.recipe import MonitoringConfig
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.champion import timestamp
-from tasks.evaluation.report import fmt
+from tasks.production.checks import (
+    FAIL,
+    NOT_MEASURED,
+    PASS,
+    Answer,
+    checks_markdown,
+    run_checks,
+)
 
 HEALTHY, DRIFT = "healthy", "drift"
 DECISIONS = "monitoring/decisions"
@@ -27,35 +34,33 @@ LATEST = "monitoring/latest.json"
 
 
 def drift_decision(
-    rewards: list[float], reference: list[float], config: MonitoringConfig, alpha: float
+    answers: list[Answer],
+    reference: list[Answer] | None,
+    config: MonitoringConfig,
+    alpha: float,
 ) -> dict[str, Any]:
-    from scipy.stats import mannwhitneyu
-
-    mean = statistics.fmean(rewards)
-    reference_mean = statistics.fmean(reference) if reference else None
-    reasons = []
-    if mean < config.floor:
-        reasons.append(f"mean reward {mean:.3f} is below the floor {config.floor:.2f}")
-    p_drop = None
-    if config.drop_test and reference:
-        p_drop = float(mannwhitneyu(rewards, reference, alternative="less").pvalue)
-        if p_drop < alpha:
-            reasons.append(
-                f"rewards are significantly lower than on the eval split ({mean:.3f} vs "
-                f"{reference_mean:.3f}, one-sided Mann-Whitney p = {fmt(p_drop, 4)} < {alpha})"
-            )
+    """Healthy, or drift with the failed checks' reasons; every check listed either way."""
+    checks = [check._asdict() for check in run_checks(answers, reference, config, alpha)]
+    failed = [check for check in checks if check["verdict"] == FAIL]
+    verdicts = Counter(check["verdict"] for check in checks)
+    reason = "; ".join(f"{check['label']}: {check['reason']}" for check in failed) or (
+        f"no check failed ({verdicts[PASS]} passed, {verdicts[NOT_MEASURED]} not measured)"
+    )
     return {
-        "status": DRIFT if reasons else HEALTHY,
-        "reason": "; ".join(reasons)
-        or f"mean reward {mean:.3f} at or above the floor {config.floor:.2f}, no significant drop",
-        "mean_reward": mean,
-        "reviews": len(rewards),
-        "reference_mean": reference_mean,
-        "reference_prompts": len(reference),
-        "floor": config.floor,
-        "alpha": alpha,
-        "p_drop": p_drop,
+        "status": DRIFT if failed else HEALTHY,
+        "reason": reason,
+        "reviews": len(answers),
+        "reference_prompts": len(reference or []),
+        "checks": checks,
     }
+
+
+def decision_markdown(decision: dict[str, Any]) -> str:
+    return (
+        f"**Monitoring: {decision['status']}** ({decision['reviews']} answers; the model's eval "
+        f"split: {decision['reference_prompts'] or 'not known'} extraction prompts)\n\n"
+        f"{decision['reason']}\n\n{checks_markdown(decision['checks'])}"
+    )
 
 
 def drift_key(model_label: str, review_ids: list[str]) -> str:
@@ -98,19 +103,17 @@ def record_monitoring(decision: dict[str, Any], store: ArtifactStore) -> str:
     uri = store.write_json(f"{DECISIONS}/{decision['decided_at']}.json", decision)
     store.write_json(LATEST, decision)
     lines = [
-        f"# Reward monitoring: {decision['status']}",
+        f"# Production monitoring: {decision['status']}",
         "",
-        f"- Reason: {decision['reason']}",
         f"- Model: {decision.get('model', 'n/a')}",
-        f"- Reviews analysed: {decision['reviews']}, mean reward {decision['mean_reward']:.3f}",
-        f"- Reference (eval split): {decision['reference_prompts']} prompts, mean "
-        f"{fmt(decision['reference_mean'], 3)}",
         f"- Retraining: {decision.get('retraining') or 'not started'}",
         f"- Record: `{uri}`",
+        "",
+        decision_markdown(decision),
     ]
     create_markdown_artifact(
         key="tucano-monitoring",
-        markdown="\n".join(lines) + "\n",
-        description=f"Reward monitoring: {decision['status']}.",
+        markdown="\n".join(lines),
+        description=f"Production monitoring: {decision['status']}.",
     )
     return uri
