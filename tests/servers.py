@@ -70,14 +70,63 @@ class PrefectServer:
         return worker
 
     def stop(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        """The workers first, so that a flow run still finishing reaches the API, then the
+        server; each with every process it started. Prefect starts each flow run in a session of
+        its own, which the worker's process group does not reach."""
+        for name, process in self.processes.items():
+            if name != "server":
+                # a worker whose flow run was just ended can take 20 s to exit on SIGTERM;
+                # nothing waits on it in a teardown
+                _stop_tree(process, timeout=5)
+        _stop_tree(self.processes["server"])
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """Every live process (zombies excluded): pid -> (parent pid, start time since boot)."""
+    table = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat, "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] not in (b"Z", b"X"):
+            table[int(stat.split("/")[2])] = (int(fields[1]), int(fields[19]))
+    return table
+
+
+def _stop_tree(process: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM a process's group and every process descending from it; SIGKILL what is left
+    after `timeout` (a pid counts as the same process only with the same start time)."""
+    table = _process_table()
+    tree, parents = {}, {process.pid}
+    while parents:
+        children = {pid for pid, (ppid, _) in table.items() if ppid in parents}
+        tree.update({pid: table[pid][1] for pid in children})
+        parents = children
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    while time.monotonic() < deadline:
+        table = _process_table()
+        if not any(table.get(pid, (0, None))[1] == start for pid, start in tree.items()):
+            return
+        time.sleep(0.2)
+    table = _process_table()
+    for pid, start in tree.items():
+        if table.get(pid, (0, None))[1] == start:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def start_prefect_server(root: Path) -> PrefectServer:
