@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 BIN = Path(sys.executable).parent
 
@@ -81,8 +81,14 @@ class PrefectServer:
         _stop_tree(self.processes["server"])
 
 
-def _process_table() -> dict[int, tuple[int, int]]:
-    """Every live process (zombies excluded): pid -> (parent pid, start time since boot)."""
+class Process(NamedTuple):
+    parent: int
+    group: int
+    started: int  # clock ticks after boot: with the pid, which process it is (pids are reused)
+
+
+def process_table() -> dict[int, Process]:
+    """Every live process (zombies excluded)."""
     table = {}
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
@@ -91,19 +97,33 @@ def _process_table() -> dict[int, tuple[int, int]]:
         except OSError:
             continue
         if fields[0] not in (b"Z", b"X"):
-            table[int(stat.split("/")[2])] = (int(fields[1]), int(fields[19]))
+            table[int(stat.split("/")[2])] = Process(*map(int, (fields[1], fields[2], fields[19])))
     return table
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """The processes descending from `pid` now: pid -> start time."""
+    table = process_table()
+    tree, parents = {}, {pid}
+    while parents:
+        children = {child for child, process in table.items() if process.parent in parents}
+        tree.update({child: table[child].started for child in children})
+        parents = children
+    return tree
+
+
+def still_alive(processes: dict[int, int]) -> list[int]:
+    """Those of `processes` (pid -> start time) alive now."""
+    table = process_table()
+    return [
+        pid for pid, started in processes.items() if pid in table and table[pid].started == started
+    ]
 
 
 def _stop_tree(process: subprocess.Popen, timeout: float = 20) -> None:
     """SIGTERM a process's group and every process descending from it; SIGKILL what is left
-    after `timeout` (a pid counts as the same process only with the same start time)."""
-    table = _process_table()
-    tree, parents = {}, {process.pid}
-    while parents:
-        children = {pid for pid, (ppid, _) in table.items() if ppid in parents}
-        tree.update({pid: table[pid][1] for pid in children})
-        parents = children
+    after `timeout`."""
+    tree = descendants(process.pid)
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
@@ -117,16 +137,11 @@ def _stop_tree(process: subprocess.Popen, timeout: float = 20) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    while time.monotonic() < deadline:
-        table = _process_table()
-        if not any(table.get(pid, (0, None))[1] == start for pid, start in tree.items()):
-            return
+    while time.monotonic() < deadline and still_alive(tree):
         time.sleep(0.2)
-    table = _process_table()
-    for pid, start in tree.items():
-        if table.get(pid, (0, None))[1] == start:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    for pid in still_alive(tree):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def start_prefect_server(root: Path) -> PrefectServer:
