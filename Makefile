@@ -5,6 +5,7 @@ STAMP   := $(VENV)/.installed
 # The CPU build of torch: on these machines pip takes it from local disk; elsewhere
 # `make TORCH_SPEC=torch` lets pip choose.
 TORCH_SPEC ?= torch==2.13.0
+# pytest's arguments, e.g. ARGS=tests/test_cli.py; ARGS="-n 0" runs the tests in one process.
 ARGS ?=
 # Debian's Chromium, for the test that opens the Prefect UI's run form (headless).
 CHROMIUM := /usr/bin/chromium

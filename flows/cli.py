@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import logging
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, RecipeError, load_recipe
 from tasks.core.store import ArtifactStore
@@ -244,6 +246,26 @@ class _ExplainedByTheCommand(logging.Filter):
         return not any(reason in message for reason in self.reasons)
 
 
+def _terminated(signum: int, frame: Any) -> NoReturn:
+    from prefect.exceptions import TerminationSignal
+
+    raise TerminationSignal(signal=signum)
+
+
+@contextlib.contextmanager
+def _sigterm_ends_the_command() -> Iterator[None]:
+    """A SIGTERM outside training (which saves a checkpoint first) ends the command with
+    `TerminationSignal`, which `main` explains. Prefect's own SIGTERM handler, inside a flow run,
+    records the run as crashed and then hands the signal to the handler it replaced: without this
+    one, the default, which ends the process there without a word, before the Prefect logs are
+    sent and the temporary server stopped."""
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @functools.cache  # one filter per process, however often `main` runs in it
 def _quiet_console(errors: tuple[type[Exception], ...]) -> None:
     from prefect.logging.handlers import PrefectConsoleHandler
@@ -268,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "score":
         return score_file(args, recipe)
+    from prefect.exceptions import TerminationSignal
+
+    from flows.ephemeral import use_run_bound_server
     from flows.production import ModelChoiceError
     from tasks.evaluation.audit import AuditFailed
     from tasks.evaluation.report import EvalRowsError
@@ -278,17 +303,27 @@ def main(argv: list[str] | None = None) -> int:
     explained = (OlistSchemaError, DataTooSmall, AuditFailed, EvalRowsError, ModelChoiceError)
     _quiet_console((*explained, Preempted))
     store = ArtifactStore(args.artifacts)
+    use_run_bound_server()
     try:
-        result = _flow_call(args, store)()
+        with _sigterm_ends_the_command():
+            result = _flow_call(args, store)()
     except explained as exc:
         print(f"tucano {args.command}: {exc}", file=sys.stderr)
         return 1
     except Preempted as exc:
         print(f"tucano {args.command}: {exc}", file=sys.stderr)
         return EXIT_TERMINATED
-    # The last line a run prints says where its output is: Prefect's own shutdown chatter
-    # (stopping the temporary server) would otherwise come after it.
-    logging.getLogger("prefect").setLevel(logging.WARNING)
+    except TerminationSignal:
+        print(
+            f"tucano {args.command}: stopped by SIGTERM; every step that finished is kept in "
+            f"{store.uri('')}, and the same command goes on from there",
+            file=sys.stderr,
+        )
+        return EXIT_TERMINATED
+    finally:
+        # The last line a run prints says what came of it and where: Prefect's own shutdown
+        # chatter (stopping the temporary server) would otherwise come after it.
+        logging.getLogger("prefect").setLevel(logging.WARNING)
     print(_summary(store, result), flush=True)
     return 0
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: the shipped Olist data, one real data prep, a Prefect test server."""
+"""Shared fixtures: the shipped Olist data, one real data prep, a Prefect test server; how the
+tests are spread over the xdist workers; the check that no process outlives the session."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
+
+from .isolation import LeftoverProcesses
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_DATA = REPO_ROOT / "data" / "olist"
@@ -62,3 +65,24 @@ def prefect_api():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(LeftoverProcesses(config), "tucano-leftover-processes")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The order xdist hands out work. With `--dist loadscope` a module is one unit, run by one
+    worker (its module-scoped server or pipeline run is set up once), and the next unit goes to
+    whichever worker is free: the modules with a slow test go first, so the longest work (the
+    deployments' server and training runs, the SIGKILL/resume runs, the pipeline runs) starts at
+    once instead of being left for the end. A module's tests keep their order. (Not
+    `--dist loadgroup`: pytest-xdist 3.8 marks a group by renaming `item._nodeid`, which pytest 9
+    no longer reads, so its groups are silently split.)"""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+    ordered = sorted(
+        modules.values(), key=lambda tests: not any(t.get_closest_marker("slow") for t in tests)
+    )
+    items[:] = [item for tests in ordered for item in tests]

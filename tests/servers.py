@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 BIN = Path(sys.executable).parent
 
@@ -70,14 +70,78 @@ class PrefectServer:
         return worker
 
     def stop(self) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        """The workers first, so that a flow run still finishing reaches the API, then the
+        server; each with every process it started. Prefect starts each flow run in a session of
+        its own, which the worker's process group does not reach."""
+        for name, process in self.processes.items():
+            if name != "server":
+                # a worker whose flow run was just ended can take 20 s to exit on SIGTERM;
+                # nothing waits on it in a teardown
+                _stop_tree(process, timeout=5)
+        _stop_tree(self.processes["server"])
+
+
+class Process(NamedTuple):
+    parent: int
+    group: int
+    started: int  # clock ticks after boot: with the pid, which process it is (pids are reused)
+
+
+def process_table() -> dict[int, Process]:
+    """Every live process (zombies excluded)."""
+    table = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat, "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] not in (b"Z", b"X"):
+            table[int(stat.split("/")[2])] = Process(*map(int, (fields[1], fields[2], fields[19])))
+    return table
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """The processes descending from `pid` now: pid -> start time."""
+    table = process_table()
+    tree, parents = {}, {pid}
+    while parents:
+        children = {child for child, process in table.items() if process.parent in parents}
+        tree.update({child: table[child].started for child in children})
+        parents = children
+    return tree
+
+
+def still_alive(processes: dict[int, int]) -> list[int]:
+    """Those of `processes` (pid -> start time) alive now."""
+    table = process_table()
+    return [
+        pid for pid, started in processes.items() if pid in table and table[pid].started == started
+    ]
+
+
+def _stop_tree(process: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM a process's group and every process descending from it; SIGKILL what is left
+    after `timeout`."""
+    tree = descendants(process.pid)
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    while time.monotonic() < deadline and still_alive(tree):
+        time.sleep(0.2)
+    for pid in still_alive(tree):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def start_prefect_server(root: Path) -> PrefectServer:

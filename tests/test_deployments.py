@@ -182,7 +182,14 @@ def test_a_killed_training_run_is_resumed_from_its_last_checkpoint(server, tmp_p
     assert done.name == "seed-5-attempt-2"
     adapter = ArtifactStore(store).read_json(handoff_path(resumed.id))
     assert adapter["global_step"] == 16
-    logs = _logs([resumed.id, *subflow_ids(resumed.id)])
+    # A run's last logs reach the API after its final state: wait for the line, do not race it.
+    logs = wait_for(
+        lambda: (
+            "resuming at step " in (text := _logs([resumed.id, *subflow_ids(resumed.id)])) and text
+        ),
+        30,
+        "the resumed run's log of where it resumed",
+    )
     resumed_at = int(logs.split("resuming at step ")[1].split()[0].rstrip(","))
     assert resumed_at >= 4  # from the last complete checkpoint, not from scratch
     outcomes = _resume_outcomes()

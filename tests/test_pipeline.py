@@ -86,6 +86,10 @@ SMALL_RECIPE = {
         "max_completion_length": 24,
         "max_steps": 4,
         "save_steps": 2,
+        # The held-out eval still runs and picks the adapter, on 4 prompts: the default 32
+        # (x 4 samples) generate as much as 16 of these steps, in every training run that uses
+        # this recipe (the pipeline, deployments and S3 tests).
+        "heldout_prompts": 4,
     },
     "evaluation": {"max_new_tokens": 24, "batch_size": 22},
 }
@@ -110,9 +114,9 @@ def _task_states(flow_state, settle_seconds: float = 30.0) -> dict[str, list[str
     while True:
         runs = _read_task_runs(flow_state.state_details.flow_run_id)
         states: dict[str, list[str]] = defaultdict(list)
-        for run in runs:
-            states[run.name].append(run.state.name)
-        settled = all(run.state.is_final() for run in runs) and states == previous
+        for run in runs:  # a run just created may have no state recorded yet
+            states[run.name].append(run.state.name if run.state else "(none yet)")
+        settled = all(run.state and run.state.is_final() for run in runs) and states == previous
         if settled or time.monotonic() > deadline:
             return states
         previous = states

@@ -1,0 +1,194 @@
+"""A `tucano pipeline` run ends whole, whatever ends it. Killed with SIGKILL, none of its processes
+outlives it (its temporary Prefect server included). Sent SIGTERM to its process group, as
+`timeout`, systemd, a container's stop and a spot VM's shutdown do, it saves what it has, says
+where, and exits within seconds, non-zero, leaving no process behind: in training and before."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tasks.core.store import COMPLETE_MARKER
+
+from .servers import BIN, descendants, process_table, still_alive
+from .test_resume import RECIPE as RESUME_RECIPE
+
+pytestmark = pytest.mark.slow
+
+# A spot VM's notice is about 30 seconds.
+EXIT_BOUND_S = 30
+# The resume test's data and model; far more steps than the tests wait for, so that the signal
+# always lands in training.
+RECIPE = {
+    **RESUME_RECIPE,
+    "name": "termination_test",
+    "training": {
+        "num_generations": 4,
+        "prompts_per_step": 2,
+        "max_completion_length": 16,
+        "max_steps": 10_000,
+        "save_steps": 10_000,
+        "eval_steps": 10_000,
+        "heldout_prompts": 4,
+    },
+}
+TRAINING_STEP = re.compile(r"step \d+/10000 ")
+
+
+class PipelineRun:
+    """`tucano pipeline` started as a job runner starts one (a process group of its own), its
+    output read as it comes, and every process it started remembered."""
+
+    def __init__(self, tmp: Path, prefect_home: Path) -> None:
+        recipe = tmp / "recipe.yaml"
+        recipe.write_text(yaml.safe_dump(RECIPE))
+        self.artifacts = tmp / "artifacts"
+        env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PYTHONUNBUFFERED": "1"}
+        env.pop("PREFECT_API_URL", None)
+        self.process = subprocess.Popen(
+            [BIN / "tucano", "pipeline", "--config", recipe, "--artifacts", self.artifacts],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.seen: dict[int, int] = {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: re.Pattern[str] | str, timeout: float = 300) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if match := re.search(pattern, self.output):
+                return match
+            assert self.process.poll() is None, f"the run ended first:\n{self.output[-3000:]}"
+            time.sleep(0.1)
+        raise AssertionError(f"no {pattern!r} after {timeout} s:\n{self.output[-3000:]}")
+
+    def its_processes(self) -> dict[int, int]:
+        """Every process the run has started and still has: pid -> start time."""
+        found = descendants(self.process.pid)
+        assert found, "the run has no process of its own (its temporary Prefect server)"
+        self.seen.update(found)
+        return found
+
+    def left_after(self, seconds: float) -> list[str]:
+        """The command lines of the run's processes (those it started, and its process group)
+        still alive after at most `seconds`."""
+        deadline = time.monotonic() + seconds
+        while (left := self._alive()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return [_command_line(pid) for pid in left]
+
+    def _alive(self) -> list[int]:
+        group = [pid for pid, p in process_table().items() if p.group == self.process.pid]
+        return sorted({*still_alive(self.seen), *group})
+
+    def end(self) -> None:
+        """Whatever a failed test left, gone."""
+        for pid in self._alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.kill()
+        self.process.wait()
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return f"{pid}: (gone meanwhile)"
+
+
+@pytest.fixture(scope="module")
+def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One for the module's runs: its database is set up once (seconds a run)."""
+    return tmp_path_factory.mktemp("prefect-home")
+
+
+@pytest.fixture
+def pipeline_run(tmp_path: Path, prefect_home: Path):
+    run = PipelineRun(tmp_path, prefect_home)
+    yield run
+    run.end()
+
+
+def _terminate(run: PipelineRun, send: Callable[[], None]) -> None:
+    """`send` a SIGTERM; the run must exit within the bound."""
+    send()
+    try:
+        run.process.wait(timeout=EXIT_BOUND_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running {EXIT_BOUND_S} s after SIGTERM:\n{run.output[-3000:]}")
+
+
+def test_sigkill_in_training_leaves_no_process_of_the_run(pipeline_run: PipelineRun) -> None:
+    port = int(pipeline_run.wait_for(r"temporary server on http://127\.0\.0\.1:(\d+)").group(1))
+    pipeline_run.wait_for(TRAINING_STEP)
+    pipeline_run.its_processes()
+
+    pipeline_run.process.kill()
+    pipeline_run.process.wait()
+
+    assert pipeline_run.left_after(seconds=10) == []
+    with pytest.raises(ConnectionRefusedError):  # its port is free again
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+@pytest.mark.parametrize("receiver", ["its process group", "its temporary server alone"])
+def test_sigterm_in_training_saves_a_checkpoint_and_exits_within_seconds(
+    pipeline_run: PipelineRun, receiver: str
+) -> None:
+    pipeline_run.wait_for(TRAINING_STEP)
+    (server,) = pipeline_run.its_processes()
+    if receiver == "its process group":  # `timeout`, a container's stop, a spot VM's shutdown
+        _terminate(pipeline_run, lambda: os.killpg(pipeline_run.process.pid, signal.SIGTERM))
+    else:  # systemd signals every process of a unit: this one may come first
+        _terminate(pipeline_run, lambda: os.kill(server, signal.SIGTERM))
+
+    output = pipeline_run.output
+    assert pipeline_run.process.returncode == 143, output[-3000:]
+    said = re.search(r"tucano pipeline: seed 7: stopped by SIGTERM after step (\d+); "
+                     r"its checkpoint is in (\S+)", output)  # fmt: skip
+    assert said, output[-3000:]
+    checkpoint = Path(said[2]) / f"checkpoint-{said[1]}"
+    assert (checkpoint / COMPLETE_MARKER).is_file(), sorted(Path(said[2]).iterdir())
+    assert pipeline_run.left_after(seconds=5) == []
+
+
+def test_sigterm_to_the_group_before_training_exits_within_seconds(
+    pipeline_run: PipelineRun,
+) -> None:
+    pipeline_run.wait_for(r"Beginning flow run")
+    pipeline_run.its_processes()
+
+    _terminate(pipeline_run, lambda: os.killpg(pipeline_run.process.pid, signal.SIGTERM))
+
+    output = pipeline_run.output
+    assert pipeline_run.process.returncode == 143, output[-3000:]
+    assert not TRAINING_STEP.search(output)
+    assert (
+        f"tucano pipeline: stopped by SIGTERM; every step that finished is kept in "
+        f"{pipeline_run.artifacts}" in output
+    ), output[-3000:]
+    assert pipeline_run.left_after(seconds=5) == []
