@@ -77,7 +77,7 @@ SMALL_RECIPE = {
         "max_steps": 4,
         "save_steps": 2,
         "batch_size": 4,
-        "max_length": 512,
+        "max_length": 1024,
     },
     "training": {
         "learning_rate": 5e-4,

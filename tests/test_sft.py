@@ -18,7 +18,7 @@ from .conftest import small_training_inputs
 pytestmark = pytest.mark.slow
 
 SMALL_SFT = SftConfig(
-    enabled=True, max_steps=4, save_steps=2, batch_size=4, learning_rate=1e-3, max_length=512
+    enabled=True, max_steps=4, save_steps=2, batch_size=4, learning_rate=1e-3, max_length=1024
 )
 
 
