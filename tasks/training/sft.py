@@ -9,8 +9,6 @@ markers, same resume), and the run is keyed by its recipe, data, base model and 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import tempfile
 from pathlib import Path
@@ -19,7 +17,7 @@ from typing import Any
 from prefect import task
 
 from configs.recipe import LoraConfig, SftConfig
-from tasks.core.caching import ContentKey, task_code_digest
+from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import peft_lora_config
@@ -46,7 +44,7 @@ def sft_key(
         "base": base.fingerprint,
         "code": task_code_digest(__name__),
     }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    return identity_key(identity)
 
 
 def sft_examples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -7,8 +7,6 @@ Checkpoints go into the artifact store as they are saved, each complete or invis
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -19,7 +17,7 @@ from prefect import task
 
 from configs.recipe import LoraConfig, TrainingConfig
 from rewards import RewardFunction, trl_component_functions, trl_reward_functions
-from tasks.core.caching import ContentKey, task_code_digest
+from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import UNSLOTH, load_policy, longest_prompt, machine_backend
@@ -55,7 +53,7 @@ def run_key(
         "base": base.fingerprint,
         "seed": seed,
     }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    return identity_key(identity)
 
 
 # Recipe fields that are GRPOConfig fields of the same name and meaning.
