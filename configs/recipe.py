@@ -230,7 +230,8 @@ class TrainingConfig(_Strict):
         ge=0,
         le=1,
         description="An eval with more held-out answers cut at max_completion_length than this "
-        "share is never the best adapter while one within it exists; none = no limit.",
+        "share is never the best adapter while one within it exists, and beyond it the one "
+        "that cuts fewer is; none = no limit.",
     )
     heldout_prompts: int = Field(
         32, ge=0, description="Train prompts held out for periodic eval; 0 turns eval off."

@@ -69,7 +69,8 @@ def test_fresh_state_serialises_without_infinity() -> None:
         ),
         pytest.param([(0, 0.62, 0.0), (10, 0.66, 0.2)], 10, id="at the limit counts"),
         pytest.param([(0, 0.62, 0.4), (10, 0.60, 0.1)], 10, id="the first within wins"),
-        pytest.param([(0, 0.62, 0.4), (10, 0.64, 0.5)], 10, id="none within: reward decides"),
+        pytest.param([(0, 0.62, 0.4), (10, 0.64, 0.4)], 10, id="none within, cut alike: reward"),
+        pytest.param([(0, 0.62, 0.4), (10, 0.60, 0.3)], 10, id="none within: fewer cut wins"),
         pytest.param([(0, 0.62, None), (10, 0.66, 0.9)], 0, id="unmeasured counts as within"),
     ],
 )
@@ -81,6 +82,18 @@ def test_an_adapter_whose_answers_run_to_the_limit_is_not_best(
         rules.observe(step, reward, None, truncated)
     assert rules.best_step == best_step
     assert StopRules.from_state_dict(rules.state_dict()) == rules
+
+
+def test_a_start_just_beyond_the_limit_is_kept_over_answers_that_loop() -> None:
+    # SmolLM2 SQL after SFT, 8 held-out questions at cpu_smol's limit of 10%: one answer cut at
+    # the start is already beyond it, and GRPO at 5e-4 then raised the held-out reward by looping.
+    rules = StopRules(patience=10, min_improvement=0.005, max_truncated=0.1)
+    for step, reward, truncated in [(0, 0.296, 0.125), (5, 0.306, 0.75), (10, 0.394, 1.0)]:
+        rules.observe(step, reward, None, truncated)
+    rules = StopRules.from_state_dict(rules.state_dict())
+    assert not rules.observe(20, 0.485, None, 0.875)
+    assert rules.best_step == 0
+    assert rules.observe(25, 0.47, None, 0.0)
 
 
 def test_without_a_truncation_limit_reward_alone_decides() -> None:
