@@ -36,8 +36,8 @@ class StopRules:
     entropy_evals: int = 2
     max_truncated: float | None = None
     best_reward: float = -math.inf
-    best_within_truncation: bool = False
-    best_truncated: float | None = None
+    # The best eval's share of answers cut beyond `max_truncated` (0 within it): lower wins first.
+    best_cut: float = 0.0
     best_step: int | None = None
     evals_since_best: int = 0
     entropy_start: float | None = None
@@ -50,15 +50,15 @@ class StopRules:
         """Record one eval (`truncated`: the share of its answers cut at the token limit); True
         when it is a new best."""
         within = self.max_truncated is None or truncated is None or truncated <= self.max_truncated
-        if within != self.best_within_truncation:
-            improved = within
-        elif not within and truncated != self.best_truncated:
-            improved = self.best_truncated is None or truncated < self.best_truncated
-        else:
-            improved = reward > self.best_reward + self.min_improvement
+        cut = 0.0 if within else truncated
+        improved = (
+            self.best_step is None
+            or cut < self.best_cut
+            or (cut == self.best_cut and reward > self.best_reward + self.min_improvement)
+        )
         if improved:
             self.best_reward, self.best_step, self.evals_since_best = reward, step, 0
-            self.best_within_truncation, self.best_truncated = within, truncated
+            self.best_cut = cut
         else:
             self.evals_since_best += 1
             if self.evals_since_best >= self.patience:
