@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import logging
-import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, RecipeError, load_recipe
 from tasks.core.store import ArtifactStore
-
-# 128 + SIGTERM, what a shell reports for a process ended by the spot VM's notice.
-EXIT_TERMINATED = 143
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -246,26 +241,6 @@ class _ExplainedByTheCommand(logging.Filter):
         return not any(reason in message for reason in self.reasons)
 
 
-def _terminated(signum: int, frame: Any) -> NoReturn:
-    from prefect.exceptions import TerminationSignal
-
-    raise TerminationSignal(signal=signum)
-
-
-@contextlib.contextmanager
-def _sigterm_ends_the_command() -> Iterator[None]:
-    """A SIGTERM outside training (which saves a checkpoint first) ends the command with
-    `TerminationSignal`, which `main` explains. Prefect's own SIGTERM handler, inside a flow run,
-    records the run as crashed and then hands the signal to the handler it replaced: without this
-    one, the default, which ends the process there without a word, before the Prefect logs are
-    sent and the temporary server stopped."""
-    previous = signal.signal(signal.SIGTERM, _terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 @functools.cache  # one filter per process, however often `main` runs in it
 def _quiet_console(errors: tuple[type[Exception], ...]) -> None:
     from prefect.logging.handlers import PrefectConsoleHandler
@@ -294,32 +269,32 @@ def main(argv: list[str] | None = None) -> int:
 
     from flows.ephemeral import use_run_bound_server
     from flows.production import ModelChoiceError
+    from tasks.core import signals
     from tasks.evaluation.audit import AuditFailed
     from tasks.evaluation.report import EvalRowsError
     from tasks.prep.errors import DataTooSmall
     from tasks.prep.olist import OlistSchemaError
-    from tasks.training.stopping import Preempted
 
     explained = (OlistSchemaError, DataTooSmall, AuditFailed, EvalRowsError, ModelChoiceError)
-    _quiet_console((*explained, Preempted))
+    _quiet_console((*explained, TerminationSignal))
     store = ArtifactStore(args.artifacts)
     use_run_bound_server()
     try:
-        with _sigterm_ends_the_command():
+        with signals.handled():
             result = _flow_call(args, store)()
     except explained as exc:
         print(f"tucano {args.command}: {exc}", file=sys.stderr)
         return 1
-    except Preempted as exc:
-        print(f"tucano {args.command}: {exc}", file=sys.stderr)
-        return EXIT_TERMINATED
-    except TerminationSignal:
+    except TerminationSignal as exc:
+        # Prefect's own SIGTERM handler raises a plain TerminationSignal: nothing said where.
+        stopped = exc if isinstance(exc, signals.Stopped) else signals.Stopped(exc.signal)
+        kept = stopped.kept or f"every step that finished is kept in {store.uri('')}"
         print(
-            f"tucano {args.command}: stopped by SIGTERM; every step that finished is kept in "
-            f"{store.uri('')}, and the same command goes on from there",
+            f"tucano {args.command}: stopped by {stopped.name}; {kept}, and the same command goes "
+            "on from there",
             file=sys.stderr,
         )
-        return EXIT_TERMINATED
+        return stopped.exit_status
     finally:
         # The last line a run prints says what came of it and where: Prefect's own shutdown
         # chatter (stopping the temporary server) would otherwise come after it.

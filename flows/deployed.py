@@ -27,11 +27,11 @@ from flows.pipeline import prepare, run_pipeline, train_flow
 from flows.production import analyze_flow
 from flows.storage import in_store
 from tasks.core.manifests import Adapter, ReportArtifact
+from tasks.core.signals import Stopped
 from tasks.core.store import ArtifactStore
 from tasks.evaluation import champion as champions
 from tasks.evaluation.evaluate import evaluate_model_task
 from tasks.prep.olist import fingerprint_source
-from tasks.training.stopping import Preempted
 
 
 @flow(name="tucano-seeded-training", flow_run_name="seed-{run.seed}-attempt-{run.attempt}")
@@ -41,7 +41,7 @@ def seeded_training(run: TrainingRun) -> Adapter | State:
     # 1-3. Data (cached), audit gate, GRPO for this seed, resuming from its newest checkpoint.
     try:
         adapter = in_store(train_flow, store)(**paths, seed=run.seed)
-    except Preempted as exc:
+    except Stopped as exc:
         # The machine is going away (spot notice): end Crashed, the state automatic resume
         # answers, with the checkpoint just saved.
         return Crashed(message=f"preempted: {exc}")

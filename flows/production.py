@@ -28,13 +28,14 @@ from flows.pipeline import (
     _open,
     read_latest_run,
 )
-from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
+from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData, TrainingRecord
 from tasks.core.store import ArtifactStore, digest_folder
 from tasks.evaluation import champion as champions
 from tasks.evaluation.evaluate import evaluate_model_task, load_with_adapter
 from tasks.production import analyze as analysis
 from tasks.production import checks, monitoring
 from tasks.production.export import CARD_FILE, export_model
+from tasks.training.train import training_records
 
 CHAMPION = "champion"
 DEFAULT_RETRAINING = "tucano-scheduled-retraining/scheduled-retraining-local"
@@ -55,35 +56,91 @@ class ProductionModel(NamedTuple):
 
 
 def production_model(spec: str, store: ArtifactStore) -> ProductionModel:
-    """The champion (the latest pipeline run's starting model while none is promoted), seed N of
-    the latest pipeline run, an adapter folder on that run's starting model, or a folder
+    """The champion (the latest pipeline run's starting model while none is promoted), seed N
+    (of the latest pipeline run, else the newest finished `tucano train` run of that seed), a
+    training run's key, an adapter folder (on the model its run started from), or a folder
     `tucano export` wrote, as it is."""
     if spec == CHAMPION:
         return _champion(store)
     folder = Path(spec)
     if (folder / CARD_FILE).is_file():
         return _exported(folder, store)
+    if (folder / "adapter_config.json").is_file():
+        return _adapter_folder(folder, store)
     seed = int(spec[5:]) if spec.startswith("seed-") and spec[5:].isdigit() else None
-    if seed is None and not (folder / "adapter_config.json").is_file():
-        raise ModelChoiceError(
-            f"--model {spec}: not 'champion', 'seed-N', a folder with adapter_config.json or a "
-            f"model folder `tucano export` wrote (with {CARD_FILE})"
-        )
-    run = _latest_run(spec, store)
+    records = training_records(store)
     if seed is not None:
-        adapter = next((a for a in run.adapters if a.seed == seed), None)
-        if adapter is None:
-            raise ModelChoiceError(
-                f"--model {spec}: the latest pipeline run in {store.uri(LATEST_RUN)} "
-                f"({run.finished_at}, recipe {run.recipe}) trained seeds "
-                f"{', '.join(str(a.seed) for a in run.adapters)}; add {seed} to the recipe's "
-                f"seeds and run `tucano pipeline`, or run `tucano train --seed {seed}` and pass "
-                "the adapter folder it prints as --model"
-            )
-        label = f"seed {seed} adapter {adapter.folder}"
-        return ProductionModel(run.base, adapter, label, run.prepared, None)
-    # Named by content: two folders called "final" are two adapters.
+        run = read_latest_run(store)
+        adapter = next((a for a in run.adapters if a.seed == seed), None) if run else None
+        if adapter is not None:
+            label = f"seed {seed} adapter {adapter.folder}"
+            return ProductionModel(run.base, adapter, label, run.prepared, None)
+        trained = [record for record in records if record.adapter.seed == seed]
+    else:
+        trained = [record for record in records if record.adapter.run_key.startswith(spec)]
+    if len(trained) == 1 or (seed is not None and trained):
+        return _trained(trained[-1])
+    raise ModelChoiceError(f"--model {spec}: {_what_matches(spec, trained)}; {holdings(store)}")
+
+
+def _trained(record: TrainingRecord) -> ProductionModel:
+    adapter = record.adapter
+    label = f"seed {adapter.seed} adapter {adapter.folder}"
+    return ProductionModel(record.base, adapter, label, record.prepared, None)
+
+
+def _what_matches(spec: str, trained: list[TrainingRecord]) -> str:
+    if trained:
+        return f"{len(trained)} training runs' keys start with it; give more of the key"
+    if spec.startswith("seed-"):
+        seed = spec.removeprefix("seed-")
+        return f"no finished training run of seed {seed} (`tucano train --seed {seed}` trains one)"
+    return (
+        "not 'champion', 'seed-N', the key of a finished training run, a folder with "
+        f"adapter_config.json or a model folder `tucano export` wrote (with {CARD_FILE})"
+    )
+
+
+def holdings(store: ArtifactStore) -> str:
+    """What a --model can name in this store, said for an error message."""
+    found = []
+    champion = champions.read_champion(store)
+    if champion is not None:
+        found.append(f"the champion ({champion.label})")
+    run = read_latest_run(store)
+    if run is not None:
+        seeds = ", ".join(f"seed-{adapter.seed}" for adapter in run.adapters)
+        found.append(f"the pipeline run of {run.finished_at} (recipe {run.recipe}: {seeds})")
+    found += [
+        f"seed-{record.adapter.seed} of `tucano train` (run key {record.adapter.run_key}, "
+        f"{record.finished_at}, adapter {store.uri(record.adapter.folder)})"
+        for record in training_records(store)
+        if run is None or record.adapter not in run.adapters
+    ]
+    if not found:
+        return (
+            f"{store.root_uri} holds no trained model; train one with `make pipeline`, "
+            f"`tucano pipeline --artifacts {store.root_uri}` or `tucano train --seed N "
+            f"--artifacts {store.root_uri}`"
+        )
+    return f"{store.root_uri} holds " + "; ".join(found)
+
+
+def _adapter_folder(folder: Path, store: ArtifactStore) -> ProductionModel:
+    """An adapter folder: one a training run of this store made (found by its content, wherever
+    it was copied to) on the model that run started from; else an adapter trained elsewhere, on
+    the latest pipeline run's starting model."""
     digest = digest_folder(folder)
+    for record in reversed(training_records(store)):
+        if record.adapter.fingerprint == digest:
+            return _trained(record)
+    run = read_latest_run(store)
+    if run is None:
+        raise ModelChoiceError(
+            f"--model {folder}: no training run of this store made this adapter, and no pipeline "
+            f"run has recorded a model to put it on; {holdings(store)}"
+        )
+    # Named by content: two folders called "final" are two adapters.
     location = f"exports/adapters/{digest[:16]}"
     stored = store.put_dir(folder, location)
     adapter = Adapter(
@@ -118,8 +175,7 @@ def _latest_run(spec: str, store: ArtifactStore) -> PipelineRecord:
         unpromoted = "no model is promoted and " if spec == CHAMPION else ""
         raise ModelChoiceError(
             f"--model {spec}: {unpromoted}no pipeline run has recorded its models in this store "
-            f"({store.uri(LATEST_RUN)} does not exist); train them with `make pipeline` or "
-            f"`tucano pipeline --artifacts {store.root_uri}`"
+            f"({store.uri(LATEST_RUN)} does not exist); {holdings(store)}"
         )
     return run
 
@@ -220,17 +276,23 @@ def analyze_flow(
     log = get_run_logger()
     # 1. The reviews' prompts: a bad file stops here, naming it, before any model is loaded.
     reviews = analysis.review_prompts(data)
-    # 2. The production model, from the store, and the orders it must not be judged on again.
+    # 2. The production model, from the store; a review of an order it was trained or judged on
+    # gets a row that says so instead of an analysis.
     chosen = production_model(model, store)
     excluded = _seen_orders(store, chosen)
-    prompts = [prompt for prompt in reviews if prompt["order_id"] not in excluded][:limit]
-    log.info("%d new reviews (%d orders excluded as seen)", len(prompts), len(excluded))
+    for review in reviews:
+        review["skipped"] = analysis.SEEN_ORDER if review["order_id"] in excluded else None
+    new = [review for review in reviews if not review["skipped"]]
+    prompts = [review for review in reviews if review["skipped"]] + new[:limit]
+    log.info("%d new reviews, %d of seen orders", len(new), len(reviews) - len(new))
     # 3. Every new review through it, resuming after the rows already written.
     loaded, tokenizer = load_with_adapter(chosen.base, chosen.adapter, store)
     rows = analysis.analyze(loaded, tokenizer, prompts, recipe.evaluation, Path(output))
-    # 4. The checks, against the same model's answers on the eval split it was judged on.
+    # 4. The checks, on the analysed rows, against the same model's answers on the eval split it
+    # was judged on.
     summary = analysis.summarize(rows)
-    if not rows:
+    answered = analysis.analysed(rows)
+    if not answered:
         print(analysis.summary_markdown(summary, None, output, plot=None), flush=True)
         return {"summary": summary, "monitoring": None}
     reference = checks.eval_answers(
@@ -238,7 +300,7 @@ def analyze_flow(
     )
     answers = [
         checks.Answer.of(row["completion"], row["truncated"], row.get("review_score"), row["total"])
-        for row in rows
+        for row in answered
     ]
     decision = monitoring.drift_decision(
         answers, reference, recipe.monitoring, recipe.compare.alpha
@@ -246,7 +308,7 @@ def analyze_flow(
     decision["model"] = chosen.label
     # 5. The summary with its checks: printed, an artifact, a plot beside the rows.
     plot_path = Path(output).with_suffix(".summary.png")
-    plot = analysis.summary_plot(rows, summary, decision["checks"], plot_path)
+    plot = analysis.summary_plot(answered, summary, decision["checks"], plot_path)
     markdown = analysis.summary_markdown(summary, decision, output, plot=str(plot))
     print(markdown, flush=True)
     create_markdown_artifact(key="tucano-review-analysis", markdown=markdown)
@@ -258,7 +320,7 @@ def analyze_flow(
         training = {"recipe": config, "artifacts": artifacts} | ({"data": run.data} if run else {})
         decision["retraining"] = monitoring.start_retraining(
             retraining_deployment,
-            monitoring.drift_key(chosen.label, [row["review_id"] for row in rows]),
+            monitoring.drift_key(chosen.label, [row["review_id"] for row in answered]),
             training,
         )
         log.warning("drift: %s; retraining %s", decision["reason"], decision["retraining"])

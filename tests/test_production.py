@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,13 +23,15 @@ import yaml
 from flows.pipeline import read_latest_run
 from tasks.core.manifests import Adapter
 from tasks.core.store import ArtifactStore
-from tasks.production.analyze import review_prompts, written_rows
+from tasks.production.analyze import SEEN_ORDER, review_prompts, written_rows
 from tasks.production.export import CARD_FILE, export_model
 from tasks.production.monitoring import DRIFT, HEALTHY
 from tasks.training.model import load_model_and_tokenizer
+from tasks.training.train import training_records
 
 from .conftest import REPO_ROOT, SHIPPED_DATA, small_training_inputs
 from .test_pipeline import SMALL_RECIPE
+from .test_termination import GENERIC_STOP, PipelineRun
 
 PROMPT = [{"role": "user", "content": "Produto chegou quebrado, quero meu dinheiro de volta."}]
 
@@ -145,7 +148,7 @@ def months(tmp_path_factory: pytest.TempPathFactory) -> Months:
     return Months(before, later, root / "reviews-only")
 
 
-def _recipe(folder: Path, **monitoring) -> str:
+def _recipe_dict(**monitoring) -> dict:
     """The pipeline test's recipe cut to one seed and two steps of SFT and of GRPO; evaluation
     in batches of 4, so an analysis writes its rows a few at a time."""
     recipe = json.loads(json.dumps(SMALL_RECIPE))
@@ -154,8 +157,12 @@ def _recipe(folder: Path, **monitoring) -> str:
     recipe["training"].update(max_steps=2, save_steps=2, heldout_prompts=4, eval_steps=2)
     recipe["evaluation"].update(batch_size=4)
     recipe["monitoring"] = monitoring
+    return recipe
+
+
+def _recipe(folder: Path, **monitoring) -> str:
     path = folder / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
+    path.write_text(yaml.safe_dump(_recipe_dict(**monitoring)))
     return str(path)
 
 
@@ -259,9 +266,35 @@ def test_a_seed_the_latest_run_did_not_train_is_named_with_what_trains_it(
     output = tmp_path / "rows.jsonl"
     assert _analyze(_recipe(tmp_path), trained, months.later, output, "--model", "seed-7") == 1
     error = capsys.readouterr().err
-    assert "trained seeds 1; add 7 to the recipe's seeds and run `tucano pipeline`" in error
-    assert "`tucano train --seed 7`" in error
+    assert "no finished training run of seed 7 (`tucano train --seed 7` trains one)" in error
+    assert f"{trained.root} holds the pipeline run of " in error and "seed-1)" in error
     assert _training_outputs(trained) == made and not output.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_api")
+def test_a_model_tucano_train_made_is_named_by_seed_run_key_or_adapter_folder(
+    trained: ArtifactStore, months: Months, tmp_path: Path, capsys
+) -> None:
+    # What `tucano train` leaves: its run, and no pipeline run's record of it.
+    trained.fs.rm(trained.path("pipeline/latest.json"))
+    (record,) = training_records(trained)
+    adapter = record.adapter
+    copied = shutil.copytree(trained.path(adapter.folder), tmp_path / "my-adapter")
+    recipe = _recipe(tmp_path)
+    for spec in ("seed-1", adapter.run_key[:8], trained.path(adapter.folder), str(copied)):
+        output = tmp_path / f"rows-{len(spec)}.jsonl"
+        code = _analyze(recipe, trained, months.later, output, "--model", spec, "--limit", "4")
+        assert code == 0, capsys.readouterr().err
+        assert len(written_rows(output)) == 4
+        label = trained.read_json("monitoring/latest.json")["model"]
+        assert label == f"seed 1 adapter {adapter.folder}", spec
+
+    output = tmp_path / "none.jsonl"
+    assert _analyze(recipe, trained, months.later, output, "--model", "seed-9") == 1
+    error = capsys.readouterr().err
+    assert f"holds seed-1 of `tucano train` (run key {adapter.run_key}," in error
+    assert not output.exists()
 
 
 @pytest.mark.usefixtures("prefect_api")
@@ -273,7 +306,7 @@ def test_analysing_with_an_empty_store_says_which_command_makes_a_model(
     assert _analyze(_recipe(tmp_path), store, months.reviews_only, output) == 1
     error = capsys.readouterr().err
     assert "--model champion: no model is promoted and no pipeline run has recorded" in error
-    assert f"`make pipeline` or `tucano pipeline --artifacts {store.root}`" in error
+    assert f"`make pipeline`, `tucano pipeline --artifacts {store.root}` or `tucano train" in error
     assert _training_outputs(store) == {} and not output.exists()
 
 
@@ -400,3 +433,101 @@ def test_exporting_the_champion_before_any_promotion_says_what_to_do(
     assert _tucano(*args) == 1
     assert "(no model promoted yet); export seed-N or an adapter folder" in capsys.readouterr().err
     assert not (tmp_path / "model").exists()
+
+
+def _commented(reviews: pd.DataFrame) -> pd.DataFrame:
+    text = (
+        reviews["review_comment_title"].str.strip() + reviews["review_comment_message"].str.strip()
+    )
+    return reviews[text != ""]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_api")
+def test_every_commented_review_gets_one_row_analysed_or_saying_why_not(
+    trained: ArtifactStore, months: Months, tmp_path: Path, capsys
+) -> None:
+    """Short comments are verdicts, a review id two orders share is a review of each, and a
+    review of an order the model saw in training says so instead of vanishing."""
+    folder = Path(shutil.copytree(months.later, tmp_path / "month"))
+    later = pd.read_csv(folder / REVIEWS, dtype=str, keep_default_na=False)
+    commented = _commented(later)
+    short = commented[commented["review_comment_message"].str.strip().str.len() < 15]
+    chosen = pd.concat([short.head(6), commented.drop(short.index).head(10)])
+    shared = chosen.iloc[[-1]].assign(order_id=later["order_id"].iloc[0])  # one text, two orders
+    seen_orders = [
+        row["order_id"] for row in trained.read_jsonl(read_latest_run(trained).prepared.train)
+    ]
+    shipped = pd.read_csv(SHIPPED_DATA / REVIEWS, dtype=str, keep_default_na=False)
+    seen = _commented(shipped[shipped["order_id"].isin(seen_orders)]).head(3)
+    silent = later[later["review_comment_message"].str.strip() == ""].head(5)  # no row for these
+    pd.concat([chosen, shared, seen, silent]).to_csv(folder / REVIEWS, index=False)
+    output = tmp_path / "rows.jsonl"
+
+    assert _analyze(_recipe(tmp_path), trained, folder, output) == 0, capsys.readouterr().err
+
+    rows = written_rows(output)
+    expected = pd.concat([chosen, shared, seen])
+    assert sorted((row["order_id"], row["review_id"]) for row in rows) == sorted(
+        zip(expected["order_id"], expected["review_id"], strict=True)
+    )
+    skipped = {row["order_id"]: row["skipped"] for row in rows if row["skipped"]}
+    assert skipped == dict.fromkeys(seen["order_id"], SEEN_ORDER)
+    for row in rows:
+        assert (row.get("completion") is None) == (row["order_id"] in skipped)
+    printed = capsys.readouterr().out
+    assert f"- Reviews with a comment: 20 (analysed: 17; skipped, {SEEN_ORDER}: 3;" in printed
+    assert trained.read_json("monitoring/latest.json")["reviews"] == 17
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_api")
+@pytest.mark.parametrize("stage", ["evaluation", "export"])
+def test_a_sigterm_mid_evaluation_or_export_leaves_nothing_half_written(
+    stage: str, trained: ArtifactStore, months: Months, tmp_path: Path
+) -> None:
+    exported = tmp_path / "exported"
+    args, pause = {
+        # A changed evaluation seed: the cached training, a new evaluation.
+        "evaluation": (
+            ["eval", "--data", str(months.before)],
+            "tasks.evaluation.evaluate:generate",
+        ),
+        "export": (
+            ["export", "--model", "seed-1", "--to", str(exported)],
+            "tasks.production.export:card_markdown",
+        ),
+    }[stage]
+    recipe = _recipe_dict()
+    recipe["evaluation"]["seed"] = int(stage == "evaluation")
+    evaluations = trained.listdir("eval")
+    run = PipelineRun(
+        tmp_path, None, args, recipe=recipe, artifacts=Path(trained.root), pause=pause
+    )
+    try:
+        run.wait_for(f"PAUSED IN {pause}")
+        run.stop(signal.SIGTERM, kept=re.escape(GENERIC_STOP.format(trained.root)))
+    finally:
+        run.end()
+    assert trained.listdir("eval") == evaluations and not exported.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_api")
+def test_ctrl_c_mid_analysis_keeps_every_row_written_whole(
+    trained: ArtifactStore, months: Months, tmp_path: Path
+) -> None:
+    output = tmp_path / "rows.jsonl"
+    args = ["analyze", "--data", str(months.later), "--output", str(output), "--limit", "40"]
+    run = PipelineRun(tmp_path, None, args, recipe=_recipe_dict(), artifacts=Path(trained.root))
+    try:
+        deadline = time.monotonic() + 300
+        while not (output.exists() and output.read_bytes().count(b"\n") >= 4):
+            assert run.process.poll() is None and time.monotonic() < deadline, run.output[-3000:]
+            time.sleep(0.05)
+        said = run.stop(signal.SIGINT, kept=rf"the (\d+) rows written so far are in {output},")
+    finally:
+        run.end()
+    content = output.read_bytes()
+    assert content.endswith(b"\n") and 4 <= int(said[1]) == content.count(b"\n") < 40
+    assert len(written_rows(output)) == int(said[1])

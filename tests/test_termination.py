@@ -1,7 +1,9 @@
-"""A `tucano pipeline` run ends whole, whatever ends it. Killed with SIGKILL, none of its processes
-outlives it (its temporary Prefect server included). Sent SIGTERM to its process group, as
-`timeout`, systemd, a container's stop and a spot VM's shutdown do, it saves what it has, says
-where, and exits within seconds, non-zero, leaving no process behind: in training and before."""
+"""A `tucano` run ends whole, whatever ends it. Killed with SIGKILL, none of its processes
+outlives it (its temporary Prefect server included). Sent SIGTERM (`timeout`, systemd, a
+container's stop, a spot VM's shutdown) or SIGINT (Ctrl-C) to its process group in any stage, it
+stops at that stage's next safe point, keeps what a restart goes on from, says where in one line,
+and exits within seconds with 128 + the signal, leaving no process behind. Prep, the audit, SFT
+and GRPO here; evaluation, export and analyze, which need a trained store, in test_production."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,7 @@ import yaml
 
 from tasks.core.store import COMPLETE_MARKER
 
+from .conftest import REPO_ROOT
 from .servers import BIN, descendants, process_table, still_alive
 from .test_resume import RECIPE as RESUME_RECIPE
 
@@ -44,20 +48,53 @@ RECIPE = {
     },
 }
 TRAINING_STEP = re.compile(r"step \d+/10000 ")
+# The same, with SFT first: a line every 20 of its steps (a fifth of a second each), which the
+# signal follows long before the last.
+SFT_RECIPE = {
+    **RECIPE,
+    "sft": {"enabled": True, "full_finetune": True, "max_steps": 400, "save_steps": 400},
+}
+SFT_STEP = re.compile(r"step \d+/400 loss ")
+EXIT_STATUS = {signal.SIGTERM: 143, signal.SIGINT: 130}
+GENERIC_STOP = "every step that finished is kept in {}, and the same command goes on from there"
+
+
+def tucano_command(args: Sequence[str], pause: str | None = None) -> list[str]:
+    """`tucano ARGS`, or the same command pausing in the first call of `pause` (tests/paused)."""
+    if pause is None:
+        return [str(BIN / "tucano"), *args]
+    return [sys.executable, "-m", "tests.paused", pause, "--", "tucano", *args]
 
 
 class PipelineRun:
-    """`tucano pipeline` started as a job runner starts one (a process group of its own), its
-    output read as it comes, and every process it started remembered."""
+    """A `tucano` command started as a job runner starts one (a process group of its own), its
+    output read as it comes, and every process it started remembered. `pipeline` by default."""
 
-    def __init__(self, tmp: Path, prefect_home: Path) -> None:
-        recipe = tmp / "recipe.yaml"
-        recipe.write_text(yaml.safe_dump(RECIPE))
-        self.artifacts = tmp / "artifacts"
-        env = {**os.environ, "PREFECT_HOME": str(prefect_home), "PYTHONUNBUFFERED": "1"}
-        env.pop("PREFECT_API_URL", None)
+    def __init__(
+        self,
+        tmp: Path,
+        prefect_home: Path | None,
+        args: Sequence[str] = ("pipeline",),
+        *,
+        recipe: dict | None = None,
+        artifacts: Path | None = None,
+        pause: str | None = None,
+    ) -> None:
+        self.recipe = tmp / "recipe.yaml"
+        self.recipe.write_text(yaml.safe_dump(recipe or RECIPE))
+        self.artifacts = artifacts or tmp / "artifacts"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO_ROOT)}
+        if prefect_home is None:  # the tests' Prefect server
+            from prefect.settings import PREFECT_API_URL
+
+            env["PREFECT_API_URL"] = PREFECT_API_URL.value()
+        else:  # a temporary server of the run's own
+            env["PREFECT_HOME"] = str(prefect_home)
+            env.pop("PREFECT_API_URL", None)
+        store = ["--config", str(self.recipe), "--artifacts", str(self.artifacts)]
         self.process = subprocess.Popen(
-            [BIN / "tucano", "pipeline", "--config", recipe, "--artifacts", self.artifacts],
+            tucano_command([*args, *store], pause),
+            cwd=REPO_ROOT,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -91,6 +128,19 @@ class PipelineRun:
         assert found, "the run has no process of its own (its temporary Prefect server)"
         self.seen.update(found)
         return found
+
+    def stop(self, signum: int, *, kept: str) -> str:
+        """`signum` to the run's process group: the run must exit within the bound with
+        128 + signum, saying `kept` (a regular expression) of what it kept, and leave no
+        process. The match."""
+        _terminate(self, lambda: os.killpg(self.process.pid, signum))
+        output = self.output
+        assert self.process.returncode == EXIT_STATUS[signum], output[-3000:]
+        name = signal.Signals(signum).name
+        said = re.search(rf"tucano \w+: stopped by {name}; {kept}", output)
+        assert said, output[-3000:]
+        assert self.left_after(seconds=5) == []
+        return said
 
     def left_after(self, seconds: float) -> list[str]:
         """The command lines of the run's processes (those it started, and its process group)
@@ -168,27 +218,51 @@ def test_sigterm_in_training_saves_a_checkpoint_and_exits_within_seconds(
 
     output = pipeline_run.output
     assert pipeline_run.process.returncode == 143, output[-3000:]
-    said = re.search(r"tucano pipeline: seed 7: stopped by SIGTERM after step (\d+); "
-                     r"its checkpoint is in (\S+)", output)  # fmt: skip
+    said = re.search(r"tucano pipeline: stopped by SIGTERM; seed 7's checkpoint after step (\d+) "
+                     r"is in (\S+), and the same command goes on from there", output)  # fmt: skip
     assert said, output[-3000:]
     checkpoint = Path(said[2]) / f"checkpoint-{said[1]}"
     assert (checkpoint / COMPLETE_MARKER).is_file(), sorted(Path(said[2]).iterdir())
     assert pipeline_run.left_after(seconds=5) == []
 
 
-def test_sigterm_to_the_group_before_training_exits_within_seconds(
-    pipeline_run: PipelineRun,
+def test_sigterm_during_sft_saves_its_checkpoint_and_never_reaches_grpo(
+    tmp_path: Path, prefect_home: Path
 ) -> None:
-    pipeline_run.wait_for(r"Beginning flow run")
-    pipeline_run.its_processes()
+    run = PipelineRun(tmp_path, prefect_home, recipe=SFT_RECIPE)
+    try:
+        run.wait_for(SFT_STEP)
+        run.its_processes()
+        said = run.stop(signal.SIGTERM, kept=r"SFT's checkpoint after step (\d+) is in (\S+),")
+    finally:
+        run.end()
+    assert (Path(said[2]) / f"checkpoint-{said[1]}" / COMPLETE_MARKER).is_file()
+    assert "training seed" not in run.output  # GRPO never started
 
-    _terminate(pipeline_run, lambda: os.killpg(pipeline_run.process.pid, signal.SIGTERM))
 
-    output = pipeline_run.output
-    assert pipeline_run.process.returncode == 143, output[-3000:]
-    assert not TRAINING_STEP.search(output)
-    assert (
-        f"tucano pipeline: stopped by SIGTERM; every step that finished is kept in "
-        f"{pipeline_run.artifacts}" in output
-    ), output[-3000:]
-    assert pipeline_run.left_after(seconds=5) == []
+@pytest.mark.parametrize(
+    ("command", "pause", "signum"),
+    [
+        # Between the SQLite copy and the prompt sets.
+        ("data", "tasks.prep.build:build_prompt_sets", signal.SIGTERM),
+        # The data prepared, the rewards being scored against the human scores: Ctrl-C.
+        ("audit", "tasks.evaluation.audit:audit_rewards", signal.SIGINT),
+    ],
+)
+def test_a_signal_mid_stage_stops_it_with_nothing_half_written(
+    tmp_path: Path, prefect_home: Path, command: str, pause: str, signum: int
+) -> None:
+    run = PipelineRun(tmp_path, prefect_home, [command], pause=pause)
+    try:
+        run.wait_for(f"PAUSED IN {pause}")
+        run.its_processes()
+        run.stop(signum, kept=re.escape(GENERIC_STOP.format(run.artifacts)))
+    finally:
+        run.end()
+    prepared = run.artifacts / "prepared"
+    folders = list(prepared.iterdir()) if prepared.exists() else []
+    if command == "data":  # nothing of it, not even a folder without its marker
+        assert folders == []
+    else:  # prep's folder, complete; no audit record
+        assert [(folder / COMPLETE_MARKER).is_file() for folder in folders] == [True]
+        assert "reward audit passed" not in run.output

@@ -70,6 +70,19 @@ class Adapter(Manifest):
     stop_reason: str | None = None
 
 
+class TrainingRecord(BaseModel):
+    """A finished GRPO run, as `tucano train` or a pipeline left it: its adapter, the model it
+    started from and the prompt sets it was trained on (whose eval split judges it), so that any
+    later command can name it by seed, run key or adapter folder."""
+
+    model_config = ConfigDict(frozen=True)
+
+    finished_at: str
+    adapter: Adapter
+    base: BaseModelArtifact
+    prepared: PreparedData
+
+
 class EvalRows(Manifest):
     """Per-sample scores of one model on the eval split."""
 

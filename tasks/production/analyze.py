@@ -1,12 +1,16 @@
 """`tucano analyze`: the production model reads reviews no model of this project has seen.
 
-Every review with a comment whose order no champion trained on and no eval split used gets the
-extraction prompt of data prep (the same template), a completion from the model, the parsed
-10-field object (or null, and why) and the reward the training used, one JSONL row per review.
-Only the reviews file is required: a review whose order's tables are not in the folder is still
-analysed, its row saying which details were unavailable and which gold checks were not scored.
+Every review with a comment (a title or a message, however short: "Péssimo" is a verdict) gets
+exactly one JSONL row, keyed by its order and review id: analysed (the extraction prompt of data
+prep, the same template; a completion from the model; the parsed 10-field object, or null and
+why; the reward the training used), or `skipped` with the reason, where analysing it would say
+nothing new (its order is in the prompt sets the model was trained or judged on). A review whose
+order's tables are not in the folder is still analysed, its row saying which details were
+unavailable and which gold checks were not scored. Only the reviews file is required. Training's
+filters (short comments, a review id shared by several orders) belong to data prep, not here.
 Rows are appended and flushed batch by batch: a rerun after a kill skips the reviews already
-written (a torn last line is dropped first), so the file is never half a row.
+written (a torn last line is dropped first), so the file is never half a row, and a SIGTERM or
+SIGINT ends the run between two batches (tasks/core/signals.py).
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from typing import Any
 import pandas as pd
 
 from configs.recipe import EvalConfig
+from tasks.core import signals
 from tasks.evaluation.evaluate import generate_batches, score_row
-from tasks.prep.extraction import ORDER_LABELS, extraction_prompt, has_review_text
+from tasks.prep.extraction import ORDER_LABELS, extraction_prompt
 from tasks.prep.olist import TABLES, read_tables, tables_present
-from tasks.prep.orders import one_review_per_order, order_view
+from tasks.prep.orders import order_view
 from tasks.production.checks import checks_markdown, format_value, parsed_fields
 
 # The tables an order's details come from (customers only because the order view joins them);
@@ -42,15 +47,25 @@ ORDER_DETAILS = (
 ORDER_GOLD = ("delivered_late", "product_category")
 
 
+# Why a review with a comment gets no analysis: its row says this instead.
+SEEN_ORDER = "its order is in the prompt sets the model was trained or judged on"
+REVIEW_KEY = ("order_id", "review_id")
+
+
+def has_comment(review: pd.Series) -> bool:
+    return bool(review["review_comment_title"].strip() or review["review_comment_message"].strip())
+
+
 def review_prompts(uri: str) -> list[dict[str, Any]]:
-    """Extraction prompt rows for every review with a comment in the folder, in order id order,
-    each with `missing`: None, or what its order's details could not say and why. Bad input
+    """Extraction prompt rows for every review with a comment in the folder (one per order and
+    review id), in order id order, each with `missing`: None, or what its order's details could
+    not say and why, and `skipped`: None (the caller knows which orders the model saw). Bad input
     stops with the file and column named (OlistSchemaError); of the files, only the reviews are
     required."""
     present = tables_present(uri, ORDER_TABLES)
     tables = read_tables(uri, ("order_reviews", *present))
-    reviews = one_review_per_order(tables["order_reviews"])
-    reviews = reviews[reviews.apply(has_review_text, axis=1)]
+    reviews = tables["order_reviews"].drop_duplicates(list(REVIEW_KEY))
+    reviews = reviews[reviews.apply(has_comment, axis=1)]
     absent = [TABLES[name].file for name in ORDER_TABLES if name not in present]
     if absent:
         details = pd.DataFrame(columns=["order_id", *ORDER_DETAILS])
@@ -64,7 +79,7 @@ def review_prompts(uri: str) -> list[dict[str, Any]]:
     joined = reviews.merge(details, on="order_id", how="left", indicator=True)
     joined["category"] = joined["category"].fillna("")
     rows = []
-    for _, order in joined.sort_values("order_id").iterrows():
+    for _, order in joined.sort_values(list(REVIEW_KEY)).iterrows():
         known = order["_merge"] == "both"
         row = extraction_prompt(order, order_known=known)
         row["missing"] = (
@@ -72,8 +87,18 @@ def review_prompts(uri: str) -> list[dict[str, Any]]:
             if known
             else {"why": why, "unavailable": list(ORDER_LABELS), "not_scored": list(ORDER_GOLD)}
         )
+        row["skipped"] = None
         rows.append(row)
     return rows
+
+
+def skipped_row(prompt: dict[str, Any]) -> dict[str, Any]:
+    return {key: prompt[key] for key in (*REVIEW_KEY, "review_score", "skipped")}
+
+
+def analysed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with a model's answer (the monitor and the summary's reward judge these)."""
+    return [row for row in rows if not row.get("skipped")]
 
 
 def analysis_row(prompt: dict[str, Any], generation: dict[str, Any]) -> dict[str, Any]:
@@ -91,6 +116,7 @@ def analysis_row(prompt: dict[str, Any], generation: dict[str, Any]) -> dict[str
         "review_score": prompt["review_score"],
         # The reward training used, through the same code path (no database: extraction).
         **score_row(prompt, generation["completion"], None),
+        "skipped": None,
     }
 
 
@@ -106,6 +132,10 @@ def written_rows(output: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in whole.decode("utf-8").splitlines() if line.strip()]
 
 
+def _key(row: dict[str, Any]) -> tuple[str, str]:
+    return row["order_id"], row["review_id"]
+
+
 def analyze(
     model: Any,
     tokenizer: Any,
@@ -113,47 +143,71 @@ def analyze(
     config: EvalConfig,
     output: Path,
 ) -> list[dict[str, Any]]:
-    """Every prompt's row in `output`, generating only those not written yet; all rows back."""
+    """Every prompt's row in `output`, generating only for those neither written yet nor
+    `skipped` (their rows say why); all rows back."""
     output.parent.mkdir(parents=True, exist_ok=True)
     rows = written_rows(output)
-    done = {row["review_id"] for row in rows}
-    todo = [prompt for prompt in prompts if prompt["review_id"] not in done]
-    if not todo:
-        return rows
-    batches = generate_batches(
-        model, tokenizer, [p["prompt"] for p in todo], config, done=len(rows)
-    )
-    with output.open("a", encoding="utf-8") as sink:
+    done = {_key(row) for row in rows}
+    todo = [prompt for prompt in prompts if _key(prompt) not in done]
+    reasons = [skipped_row(prompt) for prompt in todo if prompt["skipped"]]
+    todo = [prompt for prompt in todo if not prompt["skipped"]]
+
+    def kept() -> str:
+        return f"the {len(rows)} rows written so far are in {output}"
+
+    with output.open("a", encoding="utf-8") as sink, signals.keeping(kept):
+        _append(sink, rows, reasons)
+        if not todo:
+            return rows
+        batches = generate_batches(
+            model, tokenizer, [p["prompt"] for p in todo], config, done=len(rows)
+        )
         start = 0
         for generations in batches:
             handled = todo[start : start + len(generations)]
-            batch = list(map(analysis_row, handled, generations))
-            start += len(batch)
-            sink.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in batch))
-            sink.flush()
-            os.fsync(sink.fileno())
-            rows.extend(batch)
+            start += len(generations)
+            _append(sink, rows, list(map(analysis_row, handled, generations)))
     return rows
 
 
+def _append(sink: Any, rows: list[dict[str, Any]], batch: list[dict[str, Any]]) -> None:
+    """One batch of rows onto the file, whole: a signal waits until they are on disk."""
+    if not batch:
+        return
+    with signals.deferred():
+        sink.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in batch))
+        sink.flush()
+        os.fsync(sink.fileno())
+        rows.extend(batch)
+    signals.stop_if_requested()
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Reviews, those without their order's details, mean reward per component, counts by
-    sentiment and churn risk (parse rate, truncation and the rest are the monitor's checks)."""
-    if not rows:
-        return {"reviews": 0}
-    components = sorted({name for row in rows for name in row["components"]})
-    return {
+    """Reviews, analysed and skipped by reason; of the analysed, those without their order's
+    details, mean reward per component, counts by sentiment and churn risk (parse rate,
+    truncation and the rest are the monitor's checks)."""
+    answered = analysed(rows)
+    summary = {
         "reviews": len(rows),
+        "analysed": len(answered),
+        "skipped": dict(
+            sorted(Counter(row["skipped"] for row in rows if row.get("skipped")).items())
+        ),
+    }
+    if not answered:
+        return summary
+    components = sorted({name for row in answered for name in row["components"]})
+    return summary | {
         # .get: a file a rerun appends to may hold rows from a version without the field.
-        "without_order": sum(row.get("missing") is not None for row in rows),
+        "without_order": sum(row.get("missing") is not None for row in answered),
         "mean_components": {
             name: statistics.fmean(
-                row["components"][name] for row in rows if name in row["components"]
+                row["components"][name] for row in answered if name in row["components"]
             )
             for name in components
         },
-        "by_sentiment": _counts(rows, "sentiment"),
-        "by_churn_risk": _counts(rows, "churn_risk"),
+        "by_sentiment": _counts(answered, "sentiment"),
+        "by_churn_risk": _counts(answered, "churn_risk"),
     }
 
 
@@ -165,12 +219,18 @@ def _counts(rows: list[dict[str, Any]], field: str) -> dict[str, int]:
 def summary_markdown(
     summary: dict[str, Any], decision: dict[str, Any] | None, output: str, plot: str | None
 ) -> str:
-    if not summary["reviews"]:
-        return f"# Review analysis\n\nNo new reviews to analyse; rows: `{output}`\n"
+    skipped = "".join(f"; skipped, {why}: {count}" for why, count in summary["skipped"].items())
+    reviews = (
+        f"- Reviews with a comment: {summary['reviews']} (analysed: {summary['analysed']}"
+        f"{skipped}; rows: `{output}`)"
+    )
+    if not summary["analysed"]:
+        return f"# Review analysis\n\nNo new reviews to analyse.\n\n{reviews}\n"
     lines = [
         "# Review analysis",
         "",
-        f"- Reviews: {summary['reviews']} (rows: `{output}`; plot: `{plot}`)",
+        reviews,
+        f"- Plot: `{plot}`",
         f"- Without their order's details (delivery and category gold not scored): "
         f"{summary['without_order']}",
         "",

@@ -1,16 +1,15 @@
 """The TRL/transformers callbacks that make a GRPO run observable, resumable and self-stopping.
 
 Each one does one thing: log a readable line per step; upload checkpoints into the store; turn
-SIGTERM into a final checkpoint; apply the dynamic task weights; keep the best adapter and stop
-early. The stateful ones (task weighting, stop rules) write their state into every checkpoint and
-read it back on resume, so a resumed run behaves exactly like an uninterrupted one.
+a SIGTERM or SIGINT into a final checkpoint; apply the dynamic task weights; keep the best adapter
+and stop early. The stateful ones (task weighting, stop rules) write their state into every
+checkpoint and read it back on resume, so a resumed run behaves exactly like an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import signal
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import torch
 from transformers import TrainerCallback
 
 from rewards import SCORERS, RewardFunction
+from tasks.core import signals
 from tasks.core.store import ArtifactStore
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.stopping import HELDOUT_TRUNCATED, StopRules
@@ -86,31 +86,14 @@ class UploadCheckpoints(TrainerCallback):
             self.checkpoints.upload(local, state.global_step)
 
 
-class CheckpointOnSigterm(TrainerCallback):
-    """On SIGTERM (a spot VM's notice), finish the current step, save a checkpoint and stop."""
-
-    def __init__(self) -> None:
-        self.received = False
-        self.previous: Any = None
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        try:
-            self.previous = signal.signal(signal.SIGTERM, self._handle)
-        except ValueError:  # not the main thread: the process's own handler stays
-            log.warning("SIGTERM checkpointing unavailable outside the main thread")
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        log.warning("SIGTERM: saving a checkpoint after this step, then stopping")
-        self.received = True
+class StopOnSignal(TrainerCallback):
+    """A SIGTERM or SIGINT during training (tasks/core/signals.py): finish the step in progress,
+    save a checkpoint (uploaded by `UploadCheckpoints`) and stop."""
 
     def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        if self.received:
+        if signals.requested():
             control.should_save = True
             control.should_training_stop = True
-
-    def on_train_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
 
 
 class ApplyTaskWeights(TrainerCallback):

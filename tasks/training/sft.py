@@ -17,13 +17,13 @@ from typing import Any
 from prefect import task
 
 from configs.recipe import LoraConfig, SftConfig
+from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import peft_lora_config
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.model import load_model_and_tokenizer
-from tasks.training.stopping import Preempted
 
 log = logging.getLogger("tucano.sft")
 
@@ -170,7 +170,6 @@ def train_sft(
             f"sft.max_length to at least {longest}"
         )
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", config.keep_checkpoints)
-    sigterm = callbacks.CheckpointOnSigterm()
     with tempfile.TemporaryDirectory(prefix="tucano-sft-") as tmp:
         workdir = Path(tmp)
         resume = checkpoints.restore_latest(workdir / "checkpoints")
@@ -180,19 +179,23 @@ def train_sft(
             train_dataset=Dataset.from_list(examples),
             processing_class=tokenizer,
             peft_config=None if config.full_finetune else peft_lora_config(lora),
-            callbacks=[callbacks.UploadCheckpoints(checkpoints), callbacks.LogSteps(), sigterm],
+            callbacks=[
+                callbacks.UploadCheckpoints(checkpoints),
+                callbacks.LogSteps(),
+                callbacks.StopOnSignal(),
+            ],
         )
         trainer.remove_callback(PrinterCallback)
         log.info(
             "SFT (run %s) for %d steps%s", key, config.max_steps,
             f", resuming at step {resume.name.split('-')[1]}" if resume else "",
         )  # fmt: skip
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-        if sigterm.received:
-            raise Preempted(
-                f"SFT stopped by SIGTERM after step {trainer.state.global_step}; its checkpoint "
-                f"is in {store.uri(checkpoints.folder)}"
-            )
+        with signals.deferred():
+            trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        signals.stop_if_requested(
+            f"SFT's checkpoint after step {trainer.state.global_step} is in "
+            f"{store.uri(checkpoints.folder)}"
+        )
         merged = trainer.model if config.full_finetune else trainer.model.merge_and_unload()
         merged.save_pretrained(workdir / MODEL_FOLDER)
         tokenizer.save_pretrained(workdir / MODEL_FOLDER)

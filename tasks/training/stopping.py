@@ -24,10 +24,6 @@ from typing import Any
 HELDOUT_TRUNCATED = "eval_completions/clipped_ratio"
 
 
-class Preempted(RuntimeError):
-    """SIGTERM arrived (a spot VM's notice): a final checkpoint was saved; run again to resume."""
-
-
 @dataclass
 class StopRules:
     patience: int

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,17 +18,18 @@ from prefect import task
 
 from configs.recipe import LoraConfig, TrainingConfig
 from rewards import RewardFunction, trl_component_functions, trl_reward_functions
+from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
-from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
+from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData, TrainingRecord
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import UNSLOTH, load_policy, longest_prompt, machine_backend
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.heldout import with_heldout_temperature
 from tasks.training.rollout import with_engine
-from tasks.training.stopping import Preempted, StopRules
+from tasks.training.stopping import StopRules
 
 if TYPE_CHECKING:
-    from tasks.training.callbacks import CheckpointOnSigterm, KeepBest
+    from tasks.training.callbacks import KeepBest
 
 log = logging.getLogger("tucano.train")
 
@@ -122,6 +124,9 @@ def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]
 
 
 FINAL_FOLDER = "final"
+RUNS = "runs"
+# Written last: a run folder with it holds a finished run.
+RECORD_FILE = "record.json"
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,6 @@ class SeedRun:
     resume: Path | None
     trainer: Any
     keep_best: KeepBest
-    sigterm: CheckpointOnSigterm
 
 
 def _prompt_sampling(
@@ -191,7 +195,7 @@ def build_trainer(
     from tasks.training import callbacks
 
     functions = reward_functions(training, str(data.local_database(store)))
-    folder = f"runs/{key}"
+    folder = f"{RUNS}/{key}"
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
     output_dir = workdir / "checkpoints"
     resume = checkpoints.restore_latest(output_dir)
@@ -202,7 +206,6 @@ def build_trainer(
     stateful: list[Any] = [keep_best, *sampling_callbacks]
     if training.task_weighting.enabled:
         stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
-    sigterm = callbacks.CheckpointOnSigterm()
     # GRPOTrainer draws the LoRA initialisation before it seeds anything: without this, the
     # adapter's A matrices came from whatever the process had drawn before (a cached SFT model
     # drew nothing), and the same run gave different gradients from step 1.
@@ -220,7 +223,7 @@ def build_trainer(
             *stateful,
             callbacks.UploadCheckpoints(checkpoints),
             callbacks.LogSteps(),
-            sigterm,
+            callbacks.StopOnSignal(),
         ],
         **extra,
     )
@@ -240,13 +243,13 @@ def build_trainer(
         resume=resume,
         trainer=trainer,
         keep_best=keep_best,
-        sigterm=sigterm,
     )
 
 
 def run_trainer(run: SeedRun) -> None:
     """Train to the end, from the restored checkpoint if any, and put the final adapter into the
-    store; a SIGTERM ends the run Preempted, its checkpoint saved, for the next run to resume."""
+    store; a SIGTERM or SIGINT ends the run after the step in progress, its checkpoint saved, for
+    the next run to resume."""
     log.info(
         "training seed %d (run %s, %s backend) for %d steps%s",
         run.seed,
@@ -255,12 +258,12 @@ def run_trainer(run: SeedRun) -> None:
         run.trainer.args.max_steps,
         f", resuming at step {run.resume.name.split('-')[1]}" if run.resume else "",
     )
-    run.trainer.train(resume_from_checkpoint=str(run.resume) if run.resume else None)
-    if run.sigterm.received:
-        raise Preempted(
-            f"seed {run.seed}: stopped by SIGTERM after step {run.trainer.state.global_step}; "
-            f"its checkpoint is in {run.store.uri(run.checkpoints.folder)}"
-        )
+    with signals.deferred():
+        run.trainer.train(resume_from_checkpoint=str(run.resume) if run.resume else None)
+    signals.stop_if_requested(
+        f"seed {run.seed}'s checkpoint after step {run.trainer.state.global_step} is in "
+        f"{run.store.uri(run.checkpoints.folder)}"
+    )
     final = run.workdir / FINAL_FOLDER
     run.trainer.save_model(str(final))
     run.store.put_dir(final, f"{run.folder}/{FINAL_FOLDER}")
@@ -307,7 +310,21 @@ def train_seed(
     with tempfile.TemporaryDirectory(prefix="tucano-train-") as tmp:
         run = build_trainer(training, lora, data, base, seed, store, Path(tmp))
         run_trainer(run)
-    return export_adapter(run)
+    adapter = export_adapter(run)
+    finished_at = datetime.now(UTC).isoformat(timespec="seconds")
+    record = TrainingRecord(finished_at=finished_at, adapter=adapter, base=base, prepared=data)
+    store.write_json(f"{run.folder}/{RECORD_FILE}", record.model_dump(mode="json"))
+    return adapter
+
+
+def training_records(store: ArtifactStore) -> list[TrainingRecord]:
+    """Every finished run in the store, oldest first."""
+    records = [
+        TrainingRecord.model_validate(store.read_json(f"{RUNS}/{key}/{RECORD_FILE}"))
+        for key in store.listdir(RUNS)
+        if store.exists(f"{RUNS}/{key}/{RECORD_FILE}")
+    ]
+    return sorted(records, key=lambda record: record.finished_at)
 
 
 def stop_rules(training: TrainingConfig) -> StopRules:
@@ -321,18 +338,6 @@ def stop_rules(training: TrainingConfig) -> StopRules:
     )
 
 
-def _retry_unless_preempted(task: Any, task_run: Any, state: Any) -> bool:
-    """A retry resumes from the newest checkpoint, which helps after a crash; after SIGTERM the
-    machine is going away, so resuming is the next run's job (issue: automatic resume)."""
-    try:
-        state.result()
-    except Preempted:
-        return False
-    except Exception:
-        return True
-    return True
-
-
 train_seed_task = task(
     train_seed,
     name="train-seed",
@@ -341,5 +346,4 @@ train_seed_task = task(
     persist_result=True,
     retries=1,
     retry_delay_seconds=10,
-    retry_condition_fn=_retry_unless_preempted,
 )
