@@ -1,4 +1,5 @@
-"""What every scorer shares: the result type, bounded text handling, Portuguese word matching."""
+"""What every scorer shares: the result type, bounded text handling, Portuguese word matching,
+and what makes an answer that loops no better than the same answer said once."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
+
+from trl.rewards.other_rewards import get_repetition_penalty_reward
 
 # Scorers look at no more than this many characters, so any input is scored in bounded time.
 # Far above any useful completion (512 tokens is ~2,500 characters); lengths are still measured
@@ -50,3 +53,51 @@ def distinct_hits(folded: str, stems: tuple[str, ...]) -> int:
     """How many of the stems begin some word of the (folded) text."""
     words = set(WORD.findall(folded))
     return sum(1 for stem in stems if any(word.startswith(stem) for word in words))
+
+
+# A repeated unit: a line, or a sentence within a line. Its first instance is the answer; the
+# copies are what a model that never learned to stop writes until the token budget cuts it.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _unit_key(unit: str) -> str:
+    return " ".join(WORD.findall(fold(unit)))
+
+
+def first_instance(text: str) -> str:
+    """The text with every repeated line, and every repeated sentence within a line, dropped
+    after its first instance, and a last unit that only begins an earlier one (where a loop was
+    cut). Units are compared by their words, accent- and case-folded; a unit without words
+    (a fence, a brace) is kept."""
+    lines = text[:SCAN_LIMIT].split("\n")
+    units = [
+        (number, unit) for number, line in enumerate(lines) for unit in _SENTENCE_END.split(line)
+    ]
+    seen: set[str] = set()
+    kept: list[list[str]] = [[] for _ in lines]
+    for position, (number, unit) in enumerate(units):
+        key = _unit_key(unit)
+        cut_copy = position == len(units) - 1 and any(earlier.startswith(key) for earlier in seen)
+        if key and (key in seen or cut_copy):
+            continue
+        seen.add(key)
+        kept[number].append(unit)
+    return "\n".join(
+        " ".join(units_kept)
+        for units_kept, line in zip(kept, lines, strict=True)
+        if units_kept or not line.strip()
+    )
+
+
+# n-grams of words: six words again is a loop, not Portuguese's ordinary recurring phrases.
+REPETITION_NGRAM = 6
+_REPETITION = get_repetition_penalty_reward(ngram_size=REPETITION_NGRAM, max_penalty=-1.0)
+
+
+def repeated_share(text: str) -> float:
+    """The share of the text's word 6-grams that repeat an earlier one (TRL's repetition
+    measure, on accent-folded words rather than one tokenizer's ids): 0 for an answer said once,
+    near 1 for one said over and over."""
+    vocabulary: dict[str, int] = {}
+    ids = [vocabulary.setdefault(word, len(vocabulary)) for word in WORD.findall(fold(text))]
+    return abs(_REPETITION([ids])[0])

@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 
 
 class RewardContext(TypedDict, total=False):
-    review_text: str | None  # extraction: the review (for people reading logs; no rule yet)
+    review_text: str | None  # extraction: the review, whose words the judgement fields are held to
     review_score: int | None  # extraction gold: the customer's stars, 1-5
     gold_delivered_late: bool | None  # extraction gold: delivered after the estimate
     gold_category: str | None  # extraction gold: the order's product category

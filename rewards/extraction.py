@@ -1,10 +1,22 @@
-"""Review -> 10-field JSON. The seed's V4.2.1 rule, made strict where the seed was bitten.
+"""Review -> 10-field JSON, judged on what it says about the review, not only on its shape.
 
-JSON validity 0.30 (0.20 when only json-repair could read it), schema completeness 0.30
-(fields present / 10), value validity 0.40 (typed checks / 10), and -0.20 when the sentiment
-contradicts the review score. Beyond the seed: where the row carries gold values from the data
-(the review score, whether delivery was late, the product category), their correctness is worth
-0.30 and the seed's three parts share the other 0.70.
+A constant answer ("positivo", no issue, low churn risk) is valid JSON with every field typed
+right, and the seed's rule paid it 0.80 on a one-star "não recebi meu produto". Here the form is
+worth W_FORMAT (the seed's parts inside it: JSON validity 0.30, or 0.20 when only json-repair could
+read it; schema completeness 0.30; typed values 0.40), and the judgement the rest:
+
+- sentiment against the stars, W_SENTIMENT (at least the whole form's weight): 1-2 stars
+  negativo, 3 neutro, 4-5 positivo; half for a neighbour the review's text leans to, a fifth for
+  another neighbour, nothing for the opposite, which also keeps only OPPOSITE_KEEPS of the total;
+- the issue, recommendation and churn fields against the evidence of the review (the customer's
+  words, read with Portuguese negation; the stars; the order's dates), W_EVIDENCE
+  (rewards/review_evidence.py); each problem the customer wrote down and the answer denies keeps
+  only MISSED_KEEPS of the total;
+- the fields the order's data fixes (the stars as sentiment_score, lateness, category), W_GOLD.
+
+The judgement parts are earned in proportion to the fields present: an object cut after four
+fields has judged four fields, not ten. Without the stars (a log line with no context) only the
+form can be judged, and it is the whole score.
 
 Typed checks are strict: an integer is never a bool (the seed's bare isinstance(v, int) let True
 pass) and a boolean is a real JSON boolean, not the field's name echoed back as a string (what the
@@ -20,6 +32,7 @@ from typing import Any
 import json_repair
 
 from rewards.common import SCAN_LIMIT, Score, clamp01, completion_text, fold
+from rewards.review_evidence import IMPLIED, Reading, opposite, read_review
 
 SENTIMENTS = ("positivo", "neutro", "negativo")
 CHURN_RISKS = ("baixo", "medio", "alto")
@@ -39,10 +52,24 @@ FIELDS: dict[str, str] = {
     "summary": "uma frase curta em português resumindo a avaliação",
 }
 
+# Inside the form: the seed's parts; words around the object cost a little of the JSON part.
 W_JSON, W_JSON_REPAIRED, W_SCHEMA, W_VALUES = 0.30, 0.20, 0.30, 0.40
-SENTIMENT_CONTRADICTION_PENALTY = 0.20
-W_GOLD = 0.30
-COMPONENTS = ("json", "schema", "values", "contradiction", "gold")
+CHAT_COST = 0.10
+# A summary that could belong to any review weighs as much as what the stars imply.
+SUMMARY_WEIGHT = IMPLIED
+# The judgement outweighs the form: the sentiment alone weighs as much as all of the form.
+W_FORMAT, W_SENTIMENT, W_EVIDENCE, W_GOLD = 0.25, 0.30, 0.30, 0.15
+# The opposite of what the customer said is worse than no answer a retailer can act on: it hides
+# the complaint. The total keeps this share.
+OPPOSITE_KEEPS = 0.35
+# A problem the customer wrote down ("não recebi", "veio quebrado") and the answer denies is the
+# review's point missed: the total keeps this share for each one.
+MISSED_KEEPS = 0.6
+COMPONENTS = ("json", "schema", "values", "sentiment", "evidence", "gold", "opposite", "missed")
+# A cut answer never ended: its object may parse (a first copy before a loop, or what json-repair
+# completes), but production pays the whole token budget for it and the reader may get half an
+# object. Half its score.
+CUT_KEEPS = 0.5
 
 # `"x": 4,5` is how a Portuguese speaker writes 4.5; only a comma between digits right after a
 # colon is rewritten, so lists like [1,2] are left alone.
@@ -54,25 +81,38 @@ def normalize_pt_decimals(text: str) -> str:
     return _PT_DECIMAL.sub(r"\1.\2", text)
 
 
-def parse_json_object(text: str) -> tuple[dict[str, Any] | None, bool]:
-    """The first JSON object in the text, and whether it parsed without repair."""
-    text = _FENCE.sub("", text[:SCAN_LIMIT])
+def _first_object(text: str) -> tuple[dict[str, Any] | None, bool, str]:
+    """The first JSON object in the text (a strict parse of the first complete one, else of all
+    from the first brace to the last, else json-repair's reading), whether it parsed without
+    repair, and the text around it (fences dropped)."""
+    text = normalize_pt_decimals(_FENCE.sub("", text[:SCAN_LIMIT]))
     start = text.find("{")
     if start < 0:
-        return None, False
-    end = text.rfind("}")
-    candidate = normalize_pt_decimals(text[start : end + 1] if end > start else text[start:])
+        return None, False, text
     try:
-        parsed = json.loads(candidate)
+        parsed, end = json.JSONDecoder().raw_decode(text, start)
         if isinstance(parsed, dict):
-            return parsed, True
+            return parsed, True, text[:start] + text[end:]
     except (json.JSONDecodeError, RecursionError):
         pass
+    end = text.rfind("}")
+    candidate = text[start : end + 1] if end > start else text[start:]
+    around = text[:start] + (text[end + 1 :] if end > start else "")
     try:
         repaired = json_repair.loads(candidate)
     except Exception:  # json-repair raises assorted errors on hostile input
-        return None, False
-    return (repaired, False) if isinstance(repaired, dict) and repaired else (None, False)
+        return None, False, text
+    return (
+        (repaired, False, around)
+        if isinstance(repaired, dict) and repaired
+        else (None, False, text)
+    )
+
+
+def parse_json_object(text: str) -> tuple[dict[str, Any] | None, bool]:
+    """The first JSON object in the text, and whether it parsed without repair."""
+    data, strict, _ = _first_object(text)
+    return data, strict
 
 
 def _is_int(value: Any) -> bool:
@@ -101,16 +141,6 @@ VALUE_CHECKS = {
 }
 
 
-def contradicts(sentiment: Any, review_score: int | None) -> bool:
-    """A positive sentiment on a 1-2 star review, or a negative one on 4-5 stars."""
-    if review_score is None or not isinstance(sentiment, str):
-        return False
-    sentiment = sentiment.strip().lower()
-    return (review_score >= 4 and sentiment == "negativo") or (
-        review_score <= 2 and sentiment == "positivo"
-    )
-
-
 def _category_key(value: str) -> str:
     return re.sub(r"[\s\-]+", "_", fold(value).strip())
 
@@ -137,29 +167,54 @@ def gold_correctness(
     return sum(checks) / len(checks) if checks else None
 
 
+def evidence_credit(data: dict[str, Any], reading: Reading) -> float:
+    """Weighted share of the judgement fields that agree with the review's evidence, the summary
+    (whether it says something of this review) among them."""
+    parts = [
+        (expected.weight, expected.credit(data.get(name)))
+        for name, expected in reading.fields.items()
+    ]
+    summary = reading.summary_credit(data.get("summary"))
+    if summary is not None:
+        parts.append((SUMMARY_WEIGHT, summary))
+    return sum(weight * credit for weight, credit in parts) / sum(weight for weight, _ in parts)
+
+
 def score(
     completion: Any,
     review_score: int | None = None,
+    review_text: str | None = None,
     gold_delivered_late: bool | None = None,
     gold_category: str | None = None,
 ) -> Score:
-    data, strict = parse_json_object(completion_text(completion))
+    data, strict, around = _first_object(completion_text(completion))
     if data is None:
         return Score(0.0, dict.fromkeys(COMPONENTS, 0.0))
     present = [name for name in FIELDS if name in data]
     valid = [name for name in present if VALUE_CHECKS[name](data[name])]
-    correctness = gold_correctness(data, review_score, gold_delivered_late, gold_category)
-    share = 1.0 if correctness is None else 1.0 - W_GOLD
-    components = {
-        "json": share * (W_JSON if strict else W_JSON_REPAIRED),
-        "schema": share * W_SCHEMA * len(present) / len(FIELDS),
-        "values": share * W_VALUES * len(valid) / len(FIELDS),
-        "contradiction": -SENTIMENT_CONTRADICTION_PENALTY
-        if contradicts(data.get("sentiment"), review_score)
-        else 0.0,
+    # The prompt asks for the object alone: chat around it is one more thing to strip.
+    chatty = bool(re.search(r"[^\W\d_]{2,}", around))
+    form = {
+        "json": (W_JSON if strict else W_JSON_REPAIRED) - CHAT_COST * chatty,
+        "schema": W_SCHEMA * len(present) / len(FIELDS),
+        "values": W_VALUES * len(valid) / len(FIELDS),
     }
-    if correctness is not None:
-        components["gold"] = W_GOLD * correctness
+    if review_score is None:  # nothing to judge the judgement by
+        return Score(clamp01(sum(form.values())), form)
+    reading = read_review(review_text, review_score, gold_delivered_late)
+    judged = len(present) / len(FIELDS)
+    components = {name: W_FORMAT * value for name, value in form.items()}
+    components["sentiment"] = (
+        W_SENTIMENT * judged * reading.sentiment_credit(data.get("sentiment"), review_score)
+    )
+    components["evidence"] = W_EVIDENCE * judged * evidence_credit(data, reading)
+    gold = gold_correctness(data, review_score, gold_delivered_late, gold_category)
+    components["gold"] = W_GOLD * judged * (gold or 0.0)
+    subtotal = sum(components.values())
+    keeps = OPPOSITE_KEEPS if opposite(data.get("sentiment"), review_score) else 1.0
+    components["opposite"] = -(1 - keeps) * subtotal
+    missed = len(reading.missed(data))
+    components["missed"] = -(1 - MISSED_KEEPS**missed) * subtotal * keeps
     return Score(clamp01(sum(components.values())), components)
 
 

@@ -6,8 +6,8 @@ headers: two for full credit), domain mention 0.10.
 
 Beyond the seed, grounding: when the row carries its data summary, citing numbers that are in it
 earns up to 0.20 (three for full credit) and the share of cited numbers that are not in it costs up
-to 0.15; the seed's parts then share the other 0.80. An analysis that invents figures is worse
-than one that cites none.
+to 0.50; the seed's parts then share the other 0.80. An analysis that invents figures is worse
+than one that cites none: its recommendations rest on numbers that are not there.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from typing import Any
 from rewards.common import SCAN_LIMIT, Score, clamp01, completion_text, distinct_hits, fold
 
 W_ACTION, W_LENGTH, W_STRUCTURE, W_DOMAIN = 0.40, 0.30, 0.20, 0.10
-W_GROUNDED, UNGROUNDED_PENALTY = 0.20, 0.15
+# A cut analysis loses its end, where the recommendation a reader acts on usually is.
+CUT_KEEPS = 0.6
+W_GROUNDED, UNGROUNDED_PENALTY = 0.20, 0.50
 GROUNDED_FOR_FULL_CREDIT = 3
 COMPONENTS = ("action", "length", "structure", "domain", "grounding")
 ACTIONS_FOR_FULL_CREDIT = 3

@@ -8,7 +8,10 @@ and the largest share of credit goes to a result that matches the gold answer:
   query + explanation 0.15 | concrete numbers in the prose 0.10 | domain words 0.10 (three)
 
 Without a database (scoring outside the pipeline with no gold) the execution tiers are 0, so such
-an answer scores at most 0.50. A hostile answer scores 0 outright: SQL the sandbox refuses
+an answer scores at most 0.50. Where the gold result is known and the query runs but returns
+something else, the answer is wrong however well it is written: everything but the match keeps
+WRONG_RESULT_KEEPS (a fluent explanation of the wrong number misleads more than none).
+A hostile answer scores 0 outright: SQL the sandbox refuses
 (writes, ATTACH, PRAGMA, runaway or oversized queries) or a text far longer than any answer.
 """
 
@@ -22,9 +25,13 @@ from typing import Any
 from rewards.common import SCAN_LIMIT, Score, completion_text, distinct_hits, fold
 from rewards.sql_sandbox import execute
 
+# A cut answer may hold a whole query (the part an analyst runs), never a whole explanation, and
+# the analyst must find where the answer stops.
+CUT_KEEPS = 0.7
 W_MATCH, W_RUNS, W_STRUCTURE, W_QUERY_AND_EXPLANATION, W_NUMBERS, W_DOMAIN = (
     0.40, 0.10, 0.15, 0.15, 0.10, 0.10,
 )  # fmt: skip
+WRONG_RESULT_KEEPS = 0.5
 # A query that returns the gold number among extra columns (e.g. state + count for a count
 # question) found the answer but did not answer exactly what was asked.
 PARTIAL_MATCH = 0.5
@@ -137,7 +144,7 @@ def score(
     span = find_query(text)
     prose = f"{text[: span[0]]} {text[span[1] :]}" if span else text
     prose_words = len(re.findall(r"[^\W\d_]{2,}", prose))
-    runs, match = 0.0, 0.0
+    runs, match, judged = 0.0, 0.0, False
     if span and database:
         run = execute(database, text[span[0] : span[1]])
         if run.refused:
@@ -145,7 +152,8 @@ def score(
         if run.ok:
             runs = 1.0
             gold = gold_rows(database, gold_answer, gold_sql)
-            match = result_match(run.rows or [], gold) if gold is not None else 0.0
+            judged = gold is not None
+            match = result_match(run.rows or [], gold) if judged else 0.0
     components = {
         "match": W_MATCH * match,
         "runs": W_RUNS * runs,
@@ -160,4 +168,6 @@ def score(
         * min(distinct_hits(fold(prose), DOMAIN_STEMS), DOMAIN_WORDS_FOR_FULL_CREDIT)
         / DOMAIN_WORDS_FOR_FULL_CREDIT,
     }
+    if judged and match == 0.0:
+        components = {name: WRONG_RESULT_KEEPS * value for name, value in components.items()}
     return Score(sum(components.values()), components)

@@ -62,7 +62,7 @@ def _answers(reviews: list[dict], completion=None, truncated: bool = False) -> l
     answers = []
     for review in reviews:
         text = review["reference"] if completion is None else completion(review)
-        reward = score_row(review, text, None)["total"]
+        reward = score_row(review, {"completion": text, "truncated": truncated}, None)["total"]
         answers.append(Answer.of(text, truncated, review["review_score"], reward))
     return answers
 
@@ -120,9 +120,10 @@ def test_broken_answers_are_a_drift_with_the_right_reasons(
     assert decision["status"] == DRIFT
     assert failed <= _failed(decision)
     assert because in decision["reason"]
-    # Nothing it got right is called wrong.
+    # Nothing it got right is called wrong (a cut answer also costs reward: the reward checks
+    # may see it too).
     right = {"constant": {"parse_rate", "truncated"}, "unparsable": {"truncated"}}
-    right["truncated"] = set(CHECKS) - {"truncated"}
+    right["truncated"] = set(CHECKS) - {"truncated", "mean_reward", "reward_drop"}
     assert not right[case] & _failed(decision)
     if case == "unparsable":
         # Nothing parsed: agreement and collapse cannot be measured, which is not a pass.
@@ -130,9 +131,10 @@ def test_broken_answers_are_a_drift_with_the_right_reasons(
         assert unmeasured == {"sentiment_agreement", "collapse_sentiment", "collapse_churn_risk"}
 
 
-def test_the_issue_s_output_is_a_drift_though_its_reward_is_above_the_floor(reviews) -> None:
-    """29% parsed, all truncated, every parsed answer "negativo": the mean reward alone called it
-    healthy."""
+def test_the_issue_s_output_is_a_drift_for_every_reason_it_has(reviews) -> None:
+    """29% parsed, all truncated, every parsed answer "negativo": the seed's reward alone called it
+    healthy; the checks and the reward, which now pays for a judgement and an ended answer, do
+    not."""
     # 6 of 20 parsed (30%), on reviews of both kinds of stars.
     negative = [review["prompt_id"] for review in reviews if review["review_score"] <= 2]
     positive = [review["prompt_id"] for review in reviews if review["review_score"] >= 4]
@@ -146,7 +148,7 @@ def test_the_issue_s_output_is_a_drift_though_its_reward_is_above_the_floor(revi
     assert decision["status"] == DRIFT
     assert {"parse_rate", "truncated", "collapse_sentiment"} <= _failed(decision)
     assert "(14 unparsed, 14 of them for missing field(s): sentiment_score)" in decision["reason"]
-    assert _check(decision, "mean_reward")["verdict"] == PASS  # what the floor alone saw
+    assert _check(decision, "mean_reward")["verdict"] == FAIL
 
 
 @pytest.mark.parametrize(

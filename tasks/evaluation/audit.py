@@ -182,7 +182,13 @@ def audit_rewards(config: AuditConfig, database: str, audit_set: Path = AUDIT_SE
     for task_name in TASKS:
         items = [row for row in rows if row["task"] == task_name]
         rewards = [
-            score(task_name, row["completion"], database=database, **row["context"]).total
+            score(
+                task_name,
+                row["completion"],
+                database=database,
+                truncated=row.get("truncated"),
+                **row["context"],
+            ).total
             for row in items
         ]
         humans = [row["human_score"] for row in items]

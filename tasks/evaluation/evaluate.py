@@ -99,9 +99,19 @@ def generate_batches(
     progress.close()
 
 
-def score_row(prompt_row: dict[str, Any], completion: str, database: str | None) -> dict[str, Any]:
+def score_row(
+    prompt_row: dict[str, Any], generation: dict[str, Any], database: str | None
+) -> dict[str, Any]:
+    """The reward of a generated answer (`completion`, and whether it was `truncated`), through
+    the same code path as training's."""
     context = {key: prompt_row[key] for key in CONTEXT_KEYS}
-    result = score(prompt_row["task"], completion_text(completion), database=database, **context)
+    result = score(
+        prompt_row["task"],
+        completion_text(generation["completion"]),
+        database=database,
+        truncated=generation["truncated"],
+        **context,
+    )
     return {"total": result.total, "components": result.components}
 
 
@@ -136,7 +146,7 @@ def evaluate_model(
             "model": tag,
             "seed": None if adapter is None else adapter.seed,
             **generation,
-            **score_row(prompt, generation["completion"], database),
+            **score_row(prompt, generation, database),
         }
         for prompt, generation in zip(prompts, generations, strict=True)
     ]

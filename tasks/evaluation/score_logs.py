@@ -87,7 +87,8 @@ def score_record(record: Any, database: Callable[[], Path]) -> dict[str, Any]:
     if not isinstance(completion, str):
         raise BadLine("'completion' must be a string")
     context = _context(record)
-    # Optional: whether the answer was cut at the token budget, for the monitor's checks.
+    # Optional: whether the answer was cut at the token budget (a cut answer scores less, and the
+    # monitor counts it).
     truncated = record.get("truncated")
     if truncated is not None and not isinstance(truncated, bool):
         raise BadLine(f"'truncated' must be true or false, not {truncated!r}")
@@ -98,7 +99,7 @@ def score_record(record: Any, database: Callable[[], Path]) -> dict[str, Any]:
     elif not isinstance(task, str) or task not in SCORERS:
         raise BadLine(f"unknown task {task!r}; expected one of {list(SCORERS)}")
     db = str(database()) if task == "sql_qa" else None
-    result = score(task, completion, database=db, **context)
+    result = score(task, completion, database=db, truncated=truncated, **context)
     return {
         **record,
         "task": task,

@@ -2,9 +2,11 @@
 
 They are written by rule, not by a model, from what the data says about the prompt's order,
 question or summary, so each one is right where the data knows the answer (the stars, the
-lateness, the category, the gold SQL and its result, the summary's numbers) and plausible where
-it does not (issues the review text mentions, found by keyword). `tests/test_references.py`
-scores them with the rewards: they must score high, or SFT would teach the wrong thing.
+lateness, the category, the gold SQL and its result, the summary's numbers), and where it does not
+(the issues, the recommendation, the churn risk) says what the extraction reward's own reading of
+the review expects (rewards/review_evidence.py): SFT teaches the judgement the reward pays for.
+`tests/test_references.py` scores them with the rewards: they must score high, or SFT would teach
+the wrong thing.
 """
 
 from __future__ import annotations
@@ -15,18 +17,13 @@ from typing import Any
 
 import pandas as pd
 
-from rewards.common import fold
+from rewards.review_evidence import read_review, star_sentiment
 from tasks.prep.rows import decimal_pt
 
-# Stems of what a review says when the problem is the delivery, the product or the seller.
-DELIVERY_STEMS = ("atras", "entreg", "chegou", "prazo", "demor", "correio", "transport")
-PRODUCT_STEMS = ("defeit", "quebr", "errad", "diferent", "estrag", "falsific", "danific")
-SELLER_STEMS = ("vendedor", "loja", "atendiment", "respost", "contato", "reclam")
 SUMMARY_CHARS = 100
-
-
-def _mentions(folded: str, stems: tuple[str, ...]) -> bool:
-    return any(re.search(rf"\b{stem}", folded) for stem in stems)
+# Where the review and its stars settle nothing (a 3-star review that neither recommends nor
+# warns off): no recommendation.
+UNSETTLED_RECOMMENDATION = False
 
 
 def _summary(title: str, message: str) -> str:
@@ -38,30 +35,23 @@ def _summary(title: str, message: str) -> str:
     return sentence[:SUMMARY_CHARS].rsplit(" ", 1)[0] + "…"
 
 
-def star_sentiment(stars: int) -> str:
-    """The sentiment a review's own stars call for: 1-2 negativo, 3 neutro, 4-5 positivo. The
-    reference answers say it; the production monitor holds answers to it (tasks/production/
-    checks.py)."""
-    return "positivo" if stars >= 4 else "neutro" if stars == 3 else "negativo"
-
-
 def extraction_reference(order: pd.Series) -> str:
     """The 10-field JSON for a reviewed order: stars, lateness and category from the data, the
-    issues from what the text mentions."""
+    judgement fields as the review's evidence has them."""
     stars = int(order["review_score"])
     title = (order["review_comment_title"] or "").strip()
     message = order["review_comment_message"].strip()
-    folded = fold(f"{title} {message}")
     late = bool(order["delivered_late"]) if pd.notna(order["delivered_late"]) else False
+    reading = read_review(f"{title}\n{message}", stars, late)
     record = {
         "sentiment": star_sentiment(stars),
         "sentiment_score": stars,
-        "delivery_issue": late or (stars <= 3 and _mentions(folded, DELIVERY_STEMS)),
-        "product_issue": stars <= 3 and _mentions(folded, PRODUCT_STEMS),
-        "seller_issue": stars <= 3 and _mentions(folded, SELLER_STEMS),
+        "delivery_issue": reading.expected("delivery_issue"),
+        "product_issue": reading.expected("product_issue"),
+        "seller_issue": reading.expected("seller_issue"),
         "delivered_late": late,
-        "would_recommend": stars >= 4,
-        "churn_risk": "baixo" if stars >= 4 else "medio" if stars == 3 else "alto",
+        "would_recommend": reading.expected("would_recommend", UNSETTLED_RECOMMENDATION),
+        "churn_risk": reading.expected("churn_risk"),
         "product_category": order["category"] or "não informada",
         "summary": _summary(title, message),
     }

@@ -115,7 +115,7 @@ def analysis_row(prompt: dict[str, Any], generation: dict[str, Any]) -> dict[str
         # The customer's own stars: what the monitor checks the extracted sentiment against.
         "review_score": prompt["review_score"],
         # The reward training used, through the same code path (no database: extraction).
-        **score_row(prompt, generation["completion"], None),
+        **score_row(prompt, generation, None),
         "skipped": None,
     }
 

@@ -29,8 +29,8 @@ from typing import Any, NamedTuple
 
 from configs.recipe import MonitoringConfig
 from rewards.extraction import FIELDS, VALUE_CHECKS, parse_json_object
+from rewards.review_evidence import star_sentiment
 from tasks.evaluation.report import fmt
-from tasks.prep.references import star_sentiment
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 # Both follow the stars in the reference answers, three values for three star groups.

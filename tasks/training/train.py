@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from prefect import task
 
 from configs.recipe import LoraConfig, TrainingConfig
-from rewards import RewardFunction, trl_component_functions, trl_reward_functions
+from rewards import RewardFunction, TokenBudget, trl_component_functions, trl_reward_functions
 from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData, TrainingRecord
@@ -105,12 +105,16 @@ def grpo_config(
     )
 
 
-def reward_functions(training: TrainingConfig, database: str) -> list[RewardFunction]:
+def reward_functions(
+    training: TrainingConfig, database: str, tokenizer: Any
+) -> list[RewardFunction]:
     """GDPO (per-component normalisation) needs the components as separate functions; the seed's
-    summed reward needs one total per task."""
+    summed reward needs one total per task. A rollout cut at max_completion_length is scored as
+    cut, as evaluation scores it."""
+    budget = TokenBudget(training.max_completion_length, frozenset({tokenizer.eos_token_id}))
     if training.multi_objective_aggregation == "normalize_then_sum":
-        return trl_component_functions(database)
-    return trl_reward_functions(database)
+        return trl_component_functions(database, budget)
+    return trl_reward_functions(database, budget)
 
 
 def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]:
@@ -194,7 +198,7 @@ def build_trainer(
 
     from tasks.training import callbacks
 
-    functions = reward_functions(training, str(data.local_database(store)))
+    functions = reward_functions(training, str(data.local_database(store)), policy.tokenizer)
     folder = f"{RUNS}/{key}"
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
     output_dir = workdir / "checkpoints"

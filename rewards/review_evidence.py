@@ -1,0 +1,241 @@
+"""What a review says, read the way a Portuguese-speaking analyst reads it: the evidence an
+extraction's judgement fields are checked against.
+
+Each field gets an expected value and a weight: a cue the customer wrote ("não recebi", "veio
+quebrado", "nunca mais compro", "recomendo") is strong evidence; what only the stars or the order's
+dates say is weaker; no evidence at all still leans to "no problem" (a review that complains of
+nothing has no issue), weakly. Portuguese negation is read: a cue one or two words after "não",
+"sem", "nunca" or "nenhum" says the opposite ("sem defeito", "não demorou"), and cues that carry
+their own negation ("não recebi", "não recomendo") are matched as phrases. Pure text rules over
+accent-folded words (rewards/common.py), no model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rewards.common import fold
+
+# Evidence weights: what the customer wrote > what the order's data or stars imply > silence.
+STATED, IMPLIED, SILENT = 3.0, 1.0, 0.5
+
+ISSUES = ("delivery_issue", "product_issue", "seller_issue")
+NEGATORS = ("nao", "sem", "nunca", "nenhum", "nenhuma", "nem")
+# How many words back a negator still governs a cue ("não veio quebrado", "sem nenhum defeito").
+NEGATION_REACH = 2
+
+DELIVERY_PROBLEM = (
+    "nao recebi", "nao chegou", "nao foi entregue", "nao entregaram", "nunca chegou",
+    "nunca recebi", "ainda nao", "atras", "demor", "extravi", "fora do prazo", "depois do prazo",
+    "apos o prazo", "passou do prazo", "entrega errada", "nao recebemos", "aguardando",
+)  # fmt: skip
+DELIVERY_FINE = (
+    "antes do prazo", "dentro do prazo", "no prazo", "chegou rapid", "entrega rapida",
+    "entrega super rapida", "chegou antes", "entregue antes", "rapidez", "super rapid",
+    "muito rapid", "chegou certinho", "bem rapid",
+)  # fmt: skip
+PRODUCT_PROBLEM = (
+    "quebrad", "quebrou", "defeit", "danific", "avariad", "amassad", "rasgad", "estragad",
+    "produto errado", "veio errado", "cor errada", "tamanho errado", "modelo errado",
+    "diferente do anunciad", "diferente da foto", "diferente do que", "nao funciona",
+    "parou de funcionar", "falsific", "nao e original", "faltando", "faltou", "incomplet",
+    "veio outro", "qualidade ruim", "pessima qualidade", "baixa qualidade", "mal acabad",
+    "nao serve", "veio sem",
+)  # fmt: skip
+SELLER_PROBLEM = (
+    "vendedor nao", "loja nao", "nao responde", "nao respondem", "sem resposta",
+    "nao tive resposta", "nao obtive resposta", "descaso", "pessimo atendimento",
+    "atendimento ruim", "atendimento pessimo", "falta de respeito", "enganad", "golpe",
+    "nao devolveram", "nao reembols", "cancelaram", "nao consigo contato", "sem retorno",
+)  # fmt: skip
+WONT_RECOMMEND = (
+    "nao recomendo", "nao recomendaria", "nunca mais compro", "nao compro mais", "nao comprem",
+    "nao compre", "evitem", "nunca mais", "nao voltarei", "nao indico",
+)  # fmt: skip
+RECOMMEND = ("recomendo", "recomendaria", "indico", "compraria de novo", "comprarei novamente")
+WILL_RETURN = (
+    "comprarei novamente", "comprarei de novo", "voltarei a comprar", "compraria novamente",
+    "compraria de novo", "sempre compro", "com certeza comprarei", "vou comprar mais",
+)  # fmt: skip
+PRAISE = (
+    "otimo", "otima", "excelente", "perfeito", "perfeita", "adorei", "amei", "gostei",
+    "maravilh", "muito bom", "muito boa", "satisfeit", "parabens", "top", "show",
+)  # fmt: skip
+
+_WORD = re.compile(r"[a-z0-9]+")
+# Words of five letters or more say what a review is about, except those every review shares;
+# compared by their first five letters, so that "atraso" says what "atrasou" does.
+CONTENT_LETTERS = 5
+SHARED_STEMS = frozenset({"clien", "produ", "compr", "pedid", "avali"})
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The stems of a text's content words."""
+    stems = (word[:CONTENT_LETTERS] for word in _WORD.findall(fold(text)))
+    return frozenset(stem for stem in stems if len(stem) == CONTENT_LETTERS) - SHARED_STEMS
+
+
+def _stated(words: list[str], cue: str) -> tuple[bool, bool]:
+    """(said, negated): whether `cue` (a phrase of word prefixes) begins at some word, and whether
+    every such place is negated by a word just before it."""
+    parts = cue.split()
+    said = negated_everywhere = False
+    for start in range(len(words) - len(parts) + 1):
+        if all(words[start + k].startswith(part) for k, part in enumerate(parts)):
+            window = words[max(0, start - NEGATION_REACH) : start]
+            negated = parts[0] not in NEGATORS and any(word in NEGATORS for word in window)
+            negated_everywhere = negated if not said else negated_everywhere and negated
+            said = True
+    return said, said and negated_everywhere
+
+
+def _any(words: list[str], cues: tuple[str, ...]) -> tuple[bool, bool]:
+    """(some cue said as it is, some cue said only under a negation)."""
+    found = [_stated(words, cue) for cue in cues]
+    return any(s and not n for s, n in found), any(n for _, n in found)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A field's expected value (a set where several are right), partial credit for a
+    neighbouring one, and how much the evidence weighs."""
+
+    right: frozenset[object]
+    weight: float
+    partly: frozenset[object] = frozenset()
+
+    def credit(self, value: object) -> float:
+        if isinstance(value, str):
+            value = value.strip().lower()
+        if value in self.right and type(value) is type(next(iter(self.right))):
+            return 1.0
+        return 0.5 if value in self.partly else 0.0
+
+
+def _flag(value: bool, weight: float) -> Expected:
+    return Expected(frozenset({value}), weight)
+
+
+SENTIMENT_ORDER = ("negativo", "neutro", "positivo")
+
+
+def star_sentiment(stars: int) -> str:
+    """1-2 negativo, 3 neutro, 4-5 positivo."""
+    return "positivo" if stars >= 4 else "neutro" if stars == 3 else "negativo"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a review says, as evidence per extraction field."""
+
+    fields: dict[str, Expected]
+    leans: str | None  # "negativo" or "positivo" where the text leans one way
+    about: frozenset[str]  # the review's content words
+
+    def summary_credit(self, summary: object) -> float | None:
+        """1 when the summary says something of what this review says (a content word of it), 0
+        for a summary that could belong to any review; None with no review text to hold it to."""
+        if not self.about:
+            return None
+        return float(isinstance(summary, str) and bool(content_words(summary) & self.about))
+
+    def missed(self, answer: dict[str, object]) -> list[str]:
+        """The problems the customer wrote down that the answer says are not there."""
+        return [
+            name
+            for name in ISSUES
+            if (expected := self.fields.get(name)) is not None
+            and expected.weight == STATED
+            and True in expected.right
+            and answer.get(name) is False
+        ]
+
+    def expected(self, field: str, unsettled: object = None) -> object:
+        """The value this reading expects of a field (the first, where several are right), or
+        `unsettled` where the review settles nothing."""
+        if field not in self.fields:
+            return unsettled
+        return sorted(self.fields[field].right, key=str)[0]
+
+    def sentiment_credit(self, sentiment: object, stars: int) -> float:
+        """1 for what the stars call for; half for a neighbour the text leans to (a 4-star review
+        that complains may be neutral); a fifth for another neighbour; 0 for the opposite."""
+        if not isinstance(sentiment, str) or sentiment.strip().lower() not in SENTIMENT_ORDER:
+            return 0.0
+        given = SENTIMENT_ORDER.index(sentiment.strip().lower())
+        expected = SENTIMENT_ORDER.index(star_sentiment(stars))
+        if given == expected:
+            return 1.0
+        if abs(given - expected) == 2:
+            return 0.0
+        leans_there = (
+            self.leans is not None
+            and (SENTIMENT_ORDER.index(self.leans) - expected) * (given - expected) > 0
+        )
+        return 0.5 if leans_there else 0.2
+
+
+def opposite(sentiment: object, stars: int) -> bool:
+    """Positivo on 1-2 stars, negativo on 4-5."""
+    if not isinstance(sentiment, str) or sentiment.strip().lower() not in SENTIMENT_ORDER:
+        return False
+    given = SENTIMENT_ORDER.index(sentiment.strip().lower())
+    return abs(given - SENTIMENT_ORDER.index(star_sentiment(stars))) == 2
+
+
+def read_review(text: str | None, stars: int | None, delivered_late: bool | None) -> Reading:
+    words = _WORD.findall(fold(text or ""))
+    late_said, on_time_by_negation = _any(words, DELIVERY_PROBLEM)
+    fine_said, _ = _any(words, DELIVERY_FINE)
+    broken, unbroken = _any(words, PRODUCT_PROBLEM)
+    seller, _ = _any(words, SELLER_PROBLEM)
+    wont, _ = _any(words, WONT_RECOMMEND)
+    would, would_negated = _any(words, RECOMMEND)
+    returns, _ = _any(words, WILL_RETURN)
+    praised, _ = _any(words, PRAISE)
+
+    if late_said:
+        delivery = _flag(True, STATED)
+    elif delivered_late:
+        delivery = _flag(True, IMPLIED)
+    elif fine_said or on_time_by_negation:
+        delivery = _flag(False, IMPLIED)
+    else:
+        delivery = _flag(False, SILENT)
+    fields = {
+        "delivery_issue": delivery,
+        "product_issue": _flag(True, STATED)
+        if broken
+        else _flag(False, IMPLIED if unbroken else SILENT),
+        "seller_issue": _flag(True, STATED) if seller else _flag(False, SILENT),
+    }
+    if wont or would_negated:
+        fields["would_recommend"] = _flag(False, STATED)
+    elif would:
+        fields["would_recommend"] = _flag(True, STATED)
+    elif stars is not None and stars != 3:
+        fields["would_recommend"] = _flag(stars >= 4, IMPLIED)
+    if wont:
+        fields["churn_risk"] = Expected(frozenset({"alto"}), STATED, frozenset({"medio"}))
+    elif returns:
+        fields["churn_risk"] = Expected(frozenset({"baixo"}), STATED, frozenset({"medio"}))
+    elif stars is not None:
+        right, partly = {
+            1: ({"alto"}, {"medio"}),
+            2: ({"alto", "medio"}, set()),
+            3: ({"medio"}, {"alto", "baixo"}),
+            4: ({"baixo"}, {"medio"}),
+            5: ({"baixo"}, {"medio"}),
+        }[stars]
+        fields["churn_risk"] = Expected(frozenset(right), IMPLIED, frozenset(partly))
+    negative = late_said or broken or seller or wont
+    positive = fine_said or would or returns or praised
+    leans = (
+        "negativo"
+        if negative and not positive
+        else "positivo"
+        if positive and not negative
+        else None
+    )
+    return Reading(fields, leans, content_words(text or ""))
