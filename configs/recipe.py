@@ -300,7 +300,20 @@ class EvalConfig(_Strict):
 
 
 class AuditConfig(_Strict):
-    min_spearman: float = Field(0.7, ge=-1, le=1)
+    min_spearman: float = Field(
+        0.8,
+        ge=-1,
+        le=1,
+        description="Least Spearman rho, per task, between the rewards and the human scores of "
+        "the shipped audit set (data/audit/audit.jsonl).",
+    )
+    min_pair_agreement: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="Least share of the shipped pairs of answers (data/audit/pairs.jsonl) that "
+        "the rewards order as a person does.",
+    )
 
 
 class CompareConfig(_Strict):

@@ -64,6 +64,7 @@ PRAISE = (
 )  # fmt: skip
 
 _WORD = re.compile(r"[a-z0-9]+")
+_CLAUSE_END = re.compile(r"[.,;:!?\n]+")
 # Words of five letters or more say what a review is about, except those every review shares;
 # compared by their first five letters, so that "atraso" says what "atrasou" does.
 CONTENT_LETTERS = 5
@@ -90,9 +91,10 @@ def _stated(words: list[str], cue: str) -> tuple[bool, bool]:
     return said, said and negated_everywhere
 
 
-def _any(words: list[str], cues: tuple[str, ...]) -> tuple[bool, bool]:
-    """(some cue said as it is, some cue said only under a negation)."""
-    found = [_stated(words, cue) for cue in cues]
+def _any(clauses: list[list[str]], cues: tuple[str, ...]) -> tuple[bool, bool]:
+    """(some cue said as it is, some cue said only under a negation), clause by clause: a
+    negation does not reach past a comma or a full stop ("sem defeito, recomendo")."""
+    found = [_stated(words, cue) for words in clauses for cue in cues]
     return any(s and not n for s, n in found), any(n for _, n in found)
 
 
@@ -185,15 +187,15 @@ def opposite(sentiment: object, stars: int) -> bool:
 
 
 def read_review(text: str | None, stars: int | None, delivered_late: bool | None) -> Reading:
-    words = _WORD.findall(fold(text or ""))
-    late_said, on_time_by_negation = _any(words, DELIVERY_PROBLEM)
-    fine_said, _ = _any(words, DELIVERY_FINE)
-    broken, unbroken = _any(words, PRODUCT_PROBLEM)
-    seller, _ = _any(words, SELLER_PROBLEM)
-    wont, _ = _any(words, WONT_RECOMMEND)
-    would, would_negated = _any(words, RECOMMEND)
-    returns, _ = _any(words, WILL_RETURN)
-    praised, _ = _any(words, PRAISE)
+    clauses = [_WORD.findall(clause) for clause in _CLAUSE_END.split(fold(text or ""))]
+    late_said, on_time_by_negation = _any(clauses, DELIVERY_PROBLEM)
+    fine_said, _ = _any(clauses, DELIVERY_FINE)
+    broken, unbroken = _any(clauses, PRODUCT_PROBLEM)
+    seller, _ = _any(clauses, SELLER_PROBLEM)
+    wont, _ = _any(clauses, WONT_RECOMMEND)
+    would, would_negated = _any(clauses, RECOMMEND)
+    returns, _ = _any(clauses, WILL_RETURN)
+    praised, _ = _any(clauses, PRAISE)
 
     if late_said:
         delivery = _flag(True, STATED)

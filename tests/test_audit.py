@@ -6,8 +6,15 @@ import pytest
 
 import rewards
 from configs.recipe import AuditConfig
-from rewards import TASKS, extraction
-from tasks.evaluation.audit import AUDIT_SET, audit_rewards, failure_message, load_audit_set
+from rewards import TASKS, extraction, review_evidence
+from tasks.evaluation.audit import (
+    AUDIT_PAIRS,
+    AUDIT_SET,
+    audit_rewards,
+    failure_message,
+    load_audit_set,
+    load_pairs,
+)
 
 
 def _db(prepared) -> str:
@@ -28,7 +35,8 @@ def test_gate_passes_on_the_shipped_rewards(prepared) -> None:
     result = audit_rewards(AuditConfig(), _db(prepared))
     assert result.passed, failure_message(result, AuditConfig())
     for task in TASKS:
-        assert result.per_task[task]["rho"] >= 0.7
+        assert result.per_task[task]["rho"] >= 0.8
+    assert result.per_task["pairs"]["agreement"] >= 0.9
 
 
 def test_gate_fails_when_a_reward_prefers_long_answers(prepared, monkeypatch) -> None:
@@ -78,3 +86,64 @@ def test_a_bad_audit_line_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match=r"audit.jsonl:2"):
         load_audit_set(bad)
+
+
+def test_shipped_pairs_span_every_task_and_every_failure_kind() -> None:
+    pairs = load_pairs()
+    for task in TASKS:
+        assert sum(pair["task"] == task for pair in pairs) >= 10
+    # cut and looping answers are among the worse ones, on every task
+    for task in TASKS:
+        assert any(p["worse"]["truncated"] for p in pairs if p["task"] == task), task
+
+
+@pytest.mark.parametrize(
+    ("what", "patch", "caught_by"),
+    [
+        # a cut answer paid like the same answer ended
+        (
+            "cut answers",
+            lambda mp: mp.setattr(rewards, "CUT_KEEPS", dict.fromkeys(TASKS, 1.0)),
+            {"probe:cut_answer_scores_below_the_same_answer_ended"},
+        ),
+        # copies paid like the answer said once, and no penalty for them
+        (
+            "loops",
+            lambda mp: (
+                mp.setattr(rewards, "first_instance", lambda text: text),
+                mp.setattr(rewards, "REPETITION_PENALTY", 0.0),
+            ),
+            {"probe:looping_earns_less_than_once"},
+        ),
+        # the seed's judgement: a contradiction costs a little, a missed complaint nothing
+        (
+            "the constant judgement",
+            lambda mp: (
+                mp.setattr(extraction, "OPPOSITE_KEEPS", 0.8),
+                mp.setattr(extraction, "MISSED_KEEPS", 1.0),
+            ),
+            {"probe:constant_judgement_scores_far_below_a_reading", "probe:missed_complaint_costs"},
+        ),
+        # "sem defeito" read as a defect
+        (
+            "negation",
+            lambda mp: mp.setattr(review_evidence, "NEGATORS", ()),
+            {"probe:negation_is_read"},
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_gate_catches_a_reward_that_pays_for_shape(prepared, monkeypatch, what, patch, caught_by):
+    patch(monkeypatch)
+    result = audit_rewards(AuditConfig(), _db(prepared))
+    assert not result.passed, what
+    assert {name for name in caught_by if not result.per_task[name]["passed"]} == caught_by
+    message = failure_message(result, AuditConfig())
+    assert all(name.removeprefix("probe:") in message for name in caught_by)
+
+
+def test_a_bad_pair_line_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "pairs.jsonl"
+    bad.write_text(AUDIT_PAIRS.read_text().splitlines()[0] + "\n" + '{"task": "push"}\n')
+    with pytest.raises(ValueError, match=r"pairs.jsonl:2"):
+        load_pairs(bad)

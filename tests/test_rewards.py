@@ -1,19 +1,26 @@
-"""The seed's V4.2.1 reward rules, table-driven, with Portuguese examples."""
+"""The reward rules, table-driven, with Portuguese examples: the seed's V4.2.1 rules, and what
+makes a reward pay for a right, finished answer rather than its shape."""
+
+import json
 
 import pytest
 
 from rewards import (
     COMPONENTS,
+    CUT_KEEPS,
     READS,
     SCORERS,
+    TokenBudget,
     UnknownTaskError,
     score,
     trl_component_functions,
     trl_reward_functions,
 )
 from rewards.classify import classify
+from rewards.common import first_instance
 from rewards.context import CONTEXT_KEYS, ContextError
 from rewards.extraction import normalize_pt_decimals, parse_json_object
+from rewards.review_evidence import read_review
 from tasks.evaluation.audit import load_audit_set
 from tasks.prep.rows import prompt_row
 
@@ -23,29 +30,54 @@ GOOD = (
     '"would_recommend": false, "churn_risk": "alto", "product_category": "moveis_decoracao", '
     '"summary": "Chegou quebrado e atrasado."}'
 )
+# The review GOOD reads, with its order's data.
+REVIEW = {
+    "review_score": 1,
+    "review_text": "Chegou quebrado\nA cadeira veio quebrada e atrasou uma semana. Não recomendo.",
+    "gold_delivered_late": True,
+    "gold_category": "moveis_decoracao",
+}
+FORM, SENTIMENT, EVIDENCE, GOLD_PART = 0.25, 0.30, 0.30, 0.15
 
-# With a review score in the row, 0.30 goes to gold correctness and the seed's parts share 0.70.
+
+def _with(**fields) -> str:
+    answer = json.loads(GOOD)
+    answer.update(fields)
+    return json.dumps(answer, ensure_ascii=False)
+
+
 EXTRACTION = [
-    # (completion, review_score, expected total)
-    (GOOD, 1, 1.0),
-    (f"```json\n{GOOD}\n```", 1, 1.0),
-    (GOOD.replace('"negativo"', '"positivo"'), 1, 0.70 + 0.30 - 0.20),  # contradicts 1 star
+    # (completion, context, expected total)
+    (GOOD, REVIEW, 1.0),
+    (f"```json\n{GOOD}\n```", REVIEW, 1.0),
+    # chat around the object: a little of the JSON part
+    (f"Segue o JSON: {GOOD}", REVIEW, 1.0 - FORM * 0.10),
+    # the opposite of one star keeps 0.35 of what it had (everything else right)
+    (_with(sentiment="positivo"), REVIEW, 0.35 * (1.0 - SENTIMENT)),
+    # a neutral answer to a one-star complaint: a fifth of the sentiment (the text leans negative:
+    # neutro is not where it leans)
+    (_with(sentiment="neutro"), REVIEW, 1.0 - SENTIMENT * 0.8),
+    # the broken chair, the review's point, denied: the total keeps 0.6 (the evidence weighs
+    # 3 for each thing the customer wrote: late, broken, not recommended, so churn; 0.5 for the
+    # seller, of whom nothing is said; 1 for the summary)
+    (_with(product_issue=False), REVIEW, 0.6 * (1.0 - EVIDENCE * 3 / 13.5)),
     # a boolean is not the integer score: 9/10 values, and the gold score check fails
-    (GOOD.replace('"sentiment_score": 1', '"sentiment_score": true'), 1, 0.70 * 0.96),
-    # '4,5' parses; 4.5 is no integer and not the gold 5; negativo on 5 stars
-    (GOOD.replace('"sentiment_score": 1', '"sentiment_score": 4,5'), 5, 0.70 * 0.96 - 0.20),
-    ('{"sentiment": "negativo", "sentiment_score": 1}', 1, 0.70 * (0.30 + 0.06 + 0.08) + 0.30),
-    (GOOD, None, 1.0),  # no gold at all: the seed's weights
-    ("O cliente ficou insatisfeito.", 1, 0.0),
-    ("", 1, 0.0),
+    (_with(sentiment_score=True), REVIEW, 1.0 - FORM * 0.04 - GOLD_PART / 3),
+    # two fields of ten: the judgement is earned on two of ten fields
+    (
+        '{"sentiment": "negativo", "sentiment_score": 1}',
+        REVIEW,
+        FORM * (0.30 + 0.06 + 0.08) + 0.2 * (SENTIMENT + GOLD_PART / 3),
+    ),
+    (GOOD, {}, 1.0),  # no stars: only the form can be judged, the seed's weights
+    ("O cliente ficou insatisfeito.", REVIEW, 0.0),
+    ("", REVIEW, 0.0),
 ]
 
 
-@pytest.mark.parametrize(("completion", "review_score", "expected"), EXTRACTION)
-def test_extraction(completion: str, review_score: int | None, expected: float) -> None:
-    assert score("extraction", completion, review_score=review_score).total == pytest.approx(
-        expected
-    )
+@pytest.mark.parametrize(("completion", "context", "expected"), EXTRACTION)
+def test_extraction(completion: str, context: dict, expected: float) -> None:
+    assert score("extraction", completion, **context).total == pytest.approx(expected)
 
 
 def test_pt_decimals_become_json_numbers_but_lists_are_left_alone() -> None:
@@ -58,22 +90,71 @@ def test_pt_decimals_become_json_numbers_but_lists_are_left_alone() -> None:
     [
         (True, "moveis_decoracao", 1.0),
         (True, "Móveis decoração", 1.0),  # folded: accents, case and spaces don't matter
-        (False, "moveis_decoracao", 0.70 + 0.30 * 2 / 3),
-        (True, "cama_mesa_banho", 0.70 + 0.30 * 2 / 3),
+        (True, "cama_mesa_banho", 1.0 - GOLD_PART / 3),
     ],
 )
 def test_extraction_gold_fields_count(late: bool, category: str, expected: float) -> None:
-    result = score(
-        "extraction", GOOD, review_score=1, gold_delivered_late=late, gold_category=category
+    context = {**REVIEW, "gold_delivered_late": late, "gold_category": category}
+    assert score("extraction", GOOD, **context).total == pytest.approx(expected)
+
+
+# What the customer wrote, read with Portuguese negation: (review, stars, the judgement fields a
+# reader gives it).
+READINGS = [
+    (
+        "Não recebi meu produto. Comprei há um mês e nada.",
+        1,
+        {"delivery_issue": True, "product_issue": False, "would_recommend": False},
+    ),
+    ("Chegou antes do prazo, não tive nenhum problema.", 5, {"delivery_issue": False}),
+    ("Produto sem defeito, recomendo!", 5, {"product_issue": False, "would_recommend": True}),
+    ("Veio quebrado e o vendedor não responde.", 1, {"product_issue": True, "seller_issue": True}),
+    ("Não recomendo, nunca mais compro.", 2, {"would_recommend": False, "churn_risk": "alto"}),
+    ("Péssimo", 1, {"delivery_issue": False, "churn_risk": "alto"}),  # stars decide the rest
+    ("Ótimo, comprarei novamente", 5, {"churn_risk": "baixo", "would_recommend": True}),
+]
+
+
+@pytest.mark.parametrize(("text", "stars", "expected"), READINGS)
+def test_a_review_is_read_with_its_negations(text: str, stars: int, expected: dict) -> None:
+    reading = read_review(text, stars, None)
+    assert {name: reading.expected(name) for name in expected} == expected
+
+
+def test_a_constant_judgement_scores_far_below_a_reading_one() -> None:
+    """Everything "all is well" is what SmolLM2 said to every review: on one-star complaints it
+    must score far below answers that read them, and on five-star praise it is right."""
+    constant = _with(
+        sentiment="positivo", delivery_issue=False, product_issue=False, churn_risk="baixo"
     )
-    assert result.total == pytest.approx(expected)
+    complaints = [
+        ("Não recebi o pedido até hoje.", {"delivery_issue": True, "product_issue": False}),
+        ("Veio quebrado, péssimo.", {"delivery_issue": False, "product_issue": True}),
+    ]
+    for text, issues in complaints:
+        context = {"review_score": 1, "review_text": text}
+        reading = _with(delivered_late=False, summary=text, **issues)
+        assert score("extraction", constant, **context).total < 0.3 * (
+            score("extraction", reading, **context).total
+        )
+    praise = {"review_score": 5, "review_text": "Chegou rápido, adorei!"}
+    happy = _with(
+        sentiment="positivo", sentiment_score=5, delivery_issue=False, product_issue=False,
+        delivered_late=False, would_recommend=True, churn_risk="baixo", summary="Adorei, rápido.",
+    )  # fmt: skip
+    assert score("extraction", happy, **praise).total == pytest.approx(1.0)
+
+
+def test_a_summary_must_say_something_of_its_review() -> None:
+    generic = _with(summary="Cliente deu nota 1 para a compra.")
+    assert score("extraction", generic, **REVIEW).total < score("extraction", GOOD, **REVIEW).total
 
 
 def test_repaired_json_gets_less_than_valid_json() -> None:
-    truncated = GOOD[: GOOD.index('"seller_issue"')]
-    repaired = score("extraction", truncated)
+    cut = GOOD[: GOOD.index('"seller_issue"')]
+    repaired = score("extraction", cut)
     assert repaired.components["json"] == pytest.approx(0.20)
-    assert repaired.total < score("extraction", GOOD, review_score=1).total
+    assert repaired.total < score("extraction", GOOD).total
 
 
 SQL = (
@@ -89,7 +170,8 @@ SQL_CASES = [
     # match 0.40 + runs 0.10 + structure 0.15 + explanation 0.15 + numbers 0.10 + domain 0.10
     (SQL + EXPLANATION, 1.0),
     (SQL, 0.40 + 0.10 + 0.15),
-    (SQL.replace("'SP'", "'RJ'") + EXPLANATION, 1.0 - 0.40),  # runs, answers another question
+    # runs, answers another question: all but the match keeps half
+    (SQL.replace("'SP'", "'RJ'") + EXPLANATION, 0.5 * (1.0 - 0.40)),
     # the gold count among extra columns: half the match credit
     (SQL.replace("COUNT(*)", "c.customer_state, COUNT(*)") + EXPLANATION, 1.0 - 0.20),
     (SQL.replace("SELECT", "SELEC") + EXPLANATION, 0.15 + 0.10 + 0.10),  # does not run
@@ -149,8 +231,8 @@ SUMMARY = (
     [
         ("RJ tem atraso de 14,8% e nota 3,6; SP tem 1.210 pedidos.", 0.20),  # three found
         ("RJ has a 14.8% delay.", 0.20 / 3),  # English notation is read too
-        ("RJ tem atraso de 37% e nota 2,1.", -0.15),  # invented
-        ("RJ tem atraso de 14,8% e nota 2,1.", 0.20 / 3 - 0.15 / 2),
+        ("RJ tem atraso de 37% e nota 2,1.", -0.50),  # invented
+        ("RJ tem atraso de 14,8% e nota 2,1.", 0.20 / 3 - 0.50 / 2),
         ("Sem números aqui.", 0.0),
     ],
 )
@@ -278,3 +360,84 @@ def test_context_a_task_does_not_read_is_ignored() -> None:
     assert score("push", "Seu pedido chegou!", data_summary="x", review_score=5) == score(
         "push", "Seu pedido chegou!"
     )
+
+
+PUSH = "Seu jogo de cama chegou? Conta pra gente o que achou e ganhe 10% na próxima compra! ⭐"
+# One good answer per task (SQL without a database: no execution tiers, same rules).
+GOOD_ANSWERS = [
+    ("extraction", GOOD, REVIEW),
+    ("sql_qa", SQL + EXPLANATION, {"gold_sql": GOLD_SQL}),
+    ("insights", ANALYSIS, {}),
+    ("push", PUSH, {}),
+]
+
+
+def _looped(answer: str) -> str:
+    """Said again and again until the budget cut it mid-copy."""
+    return "\n".join([answer] * 4) + "\n" + answer[: len(answer) // 2]
+
+
+@pytest.mark.parametrize(("task", "answer", "context"), GOOD_ANSWERS)
+def test_a_cut_answer_never_scores_above_the_same_answer_ended(task, answer, context) -> None:
+    ended = score(task, answer, truncated=False, **context)
+    cut = score(task, answer, truncated=True, **context)
+    assert cut.total == pytest.approx(CUT_KEEPS[task] * ended.total) and CUT_KEEPS[task] < 1
+    assert sum(cut.components.values()) == pytest.approx(cut.total)
+
+
+@pytest.mark.parametrize(("task", "answer", "context"), GOOD_ANSWERS)
+def test_a_looping_answer_earns_less_than_its_first_instance(task, answer, context) -> None:
+    once = score(task, answer, **context).total
+    looped = score(task, _looped(answer), **context)
+    assert looped.total < once - 0.15
+    assert looped.components["repetition"] < 0
+    cut = score(task, _looped(answer), truncated=True, **context).total
+    assert cut < looped.total or cut == looped.total == 0.0
+
+
+@pytest.mark.parametrize(
+    ("text", "once"),
+    [
+        ("- Priorizar o RJ.\n- Priorizar o RJ.\n- Prior", "- Priorizar o RJ."),
+        ("Chegou! Avalie. Chegou! Avalie. Che", "Chegou! Avalie."),
+        ("SELECT 1;\n\nSELECT 1;\nExplica.", "SELECT 1;\n\nExplica."),
+        ("Sim. Sim e não.", "Sim. Sim e não."),  # a sentence that begins another is no copy
+    ],
+)
+def test_first_instance_drops_copies_and_a_cut_last_copy(text: str, once: str) -> None:
+    assert first_instance(text) == once
+
+
+def test_an_answer_said_once_has_no_repetition() -> None:
+    for task, answer, context in GOOD_ANSWERS:
+        assert score(task, answer, **context).components["repetition"] == 0.0, task
+
+
+def test_trl_adapters_read_the_cut_from_completion_ids() -> None:
+    """TRL hands each rollout's token ids up to its end of turn: one as long as the budget and
+    not ended by the end-of-turn token was cut."""
+    end = 9
+    budget = TokenBudget(max_tokens=4, end_ids=frozenset({end}))
+    push = _by_name(trl_reward_functions(budget=budget))["push_reward"]
+    ids = [[1, 2, end], [1, 2, 3, end], [1, 2, 3, 4]]  # short, ended at the limit, cut
+    totals = push([PUSH] * 3, task=["push"] * 3, completion_ids=ids)
+    assert totals[0] == totals[1] == score("push", PUSH).total
+    assert totals[2] == pytest.approx(score("push", PUSH, truncated=True).total)
+    assert totals[2] < totals[1]
+    # Without a budget (scoring outside training), nothing counts as cut.
+    assert _by_name(trl_reward_functions())["push_reward"]([PUSH], task=["push"])[0] == totals[0]
+
+
+@pytest.mark.parametrize(
+    ("completion", "keeps"),
+    [
+        ("Frete grátis na sua próxima compra! 👕\nOu: sua camisa chega sem frete.", 0.5),
+        ("¡Tu pedido llegó! Califícalo ahora y gana un cupón.", 0.25),
+        ("PROMOÇÃO!!! COMPRE AGORA!!! CLIQUE AQUI!!!", 0.25),
+        ("#oferta #promo #desconto #frete #compras", 0.25),
+    ],
+)
+def test_a_push_must_be_one_sendable_message(completion: str, keeps: float) -> None:
+    result = score("push", completion)
+    penalties = result.components["several"] + result.components["unsendable"]
+    assert result.total == pytest.approx(keeps * (result.total - penalties))

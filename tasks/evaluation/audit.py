@@ -1,8 +1,12 @@
 """Step 2: the reward audit gate. If the rewards disagree with people, nothing is trained.
 
-Two checks. (1) Rank agreement: per task, Spearman's rho between the reward and human scores on
-the shipped audit set (data/audit/audit.jsonl) must reach the recipe's threshold. (2) Probes: one
-small case per bug class the seed reports hit, each asserting the reward's behaviour directly.
+Three checks. (1) Rank agreement: per task, Spearman's rho between the reward and human scores on
+the shipped audit set (data/audit/audit.jsonl) must reach the recipe's threshold. (2) Pairs: two
+answers to one input that a person orders (data/audit/pairs.jsonl: a constant judgement and a
+right one, a looping answer and the same answer ended, ...) must be ordered the same way by the
+reward, in at least the recipe's share of pairs. (3) Probes: one small case per bug class the seed
+reports hit, and per way a reward can pay for shape instead of substance, each asserting the
+reward's behaviour directly.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from tasks.core.manifests import AuditResult, PreparedData
 from tasks.core.store import ArtifactStore
 
 AUDIT_SET = PROJECT_ROOT / "data" / "audit" / "audit.jsonl"
+AUDIT_PAIRS = PROJECT_ROOT / "data" / "audit" / "pairs.jsonl"
 WORST_SHOWN = 3
 
 
@@ -54,8 +59,44 @@ _GOLD_SP = (
 )
 
 
-def _sql(completion: str, database: str) -> rewards.Score:
-    return score("sql_qa", completion, database=database, gold_sql=_GOLD_SP)
+# A one-star review that is all complaint: what the judgement probes read.
+_COMPLAINT = {
+    "review_score": 1,
+    "review_text": "Não recebi meu produto\nComprei há um mês, não chegou e ninguém responde.",
+    "gold_delivered_late": True,
+    "gold_category": "moveis_decoracao",
+}
+_RIGHT_READING = (
+    _GOOD_JSON.replace('"product_issue": true', '"product_issue": false')
+    .replace('"seller_issue": false', '"seller_issue": true')
+    .replace("Chegou quebrado.", "Não recebeu o produto e ninguém responde.")
+)
+# The same object, every judgement "all is well": what SmolLM2 said to every review.
+_CONSTANT = (
+    _RIGHT_READING.replace('"negativo"', '"positivo"')
+    .replace("true", "false")
+    .replace('"alto"', '"baixo"')
+)
+# One good answer per task, for the probes that hold a rule for every task.
+_PUSH = "Seu pedido chegou! Conta pra gente o que achou 💙"
+
+
+def _sql(completion: str, database: str, **options: Any) -> rewards.Score:
+    return score("sql_qa", completion, database=database, gold_sql=_GOLD_SP, **options)
+
+
+def _every_task(database: str) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        ("extraction", _RIGHT_READING, {**_COMPLAINT}),
+        ("sql_qa", _COUNT_SP, {"database": database, "gold_sql": _GOLD_SP}),
+        ("insights", _ANALYSIS, {}),
+        ("push", _PUSH, {}),
+    ]
+
+
+def _loops(answer: str) -> str:
+    """An answer said again and again until the budget cut it."""
+    return "\n".join([answer] * 5) + "\n" + answer[: len(answer) // 2]
 
 
 # name -> (why it exists, check(database) returning True when the reward behaves)
@@ -151,6 +192,59 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
             )
         ),
     ),
+    "cut_answer_scores_below_the_same_answer_ended": (
+        "SmolLM2's GRPO: answers cut at the token budget scored as high as ended ones",
+        lambda db: all(
+            score(task, text, truncated=True, **context).total
+            < score(task, text, truncated=False, **context).total
+            for task, text, context in _every_task(db)
+        ),
+    ),
+    "looping_earns_less_than_once": (
+        "SmolLM2's GRPO: a query or object repeated until cut scored 1.0, like the answer once",
+        lambda db: all(
+            score(task, _loops(text), truncated=True, **context).total
+            < 0.6 * score(task, text, **context).total
+            for task, text, context in _every_task(db)
+        ),
+    ),
+    "constant_judgement_scores_far_below_a_reading": (
+        'SmolLM2 said "positivo", no issue, to every review; the reward paid it 0.80-0.90',
+        lambda _: (
+            score("extraction", _CONSTANT, **_COMPLAINT).total
+            < 0.3 * score("extraction", _RIGHT_READING, **_COMPLAINT).total
+        ),
+    ),
+    "missed_complaint_costs": (
+        "sentiment right, the delivery problem that is the whole review missed: paid 1.0",
+        lambda _: (
+            score(
+                "extraction",
+                _RIGHT_READING.replace('"delivery_issue": true', '"delivery_issue": false'),
+                **_COMPLAINT,
+            ).total
+            < 0.7 * score("extraction", _RIGHT_READING, **_COMPLAINT).total
+        ),
+    ),
+    "negation_is_read": (
+        '"não tive nenhum problema" is no problem; "sem defeito" is no product issue',
+        lambda _: all(
+            score("extraction", answer, review_score=5, review_text=text).total
+            > score(
+                "extraction", answer.replace("false", "true"), review_score=5, review_text=text
+            ).total
+            for text, answer in (
+                (
+                    "Não tive nenhum problema, chegou antes do prazo e sem defeito.",
+                    _RIGHT_READING.replace('"negativo"', '"positivo"')
+                    .replace('"sentiment_score": 1', '"sentiment_score": 5')
+                    .replace("true", "false")
+                    .replace('"would_recommend": false', '"would_recommend": true')
+                    .replace('"alto"', '"baixo"'),
+                ),
+            )
+        ),
+    ),
 }
 
 
@@ -175,22 +269,65 @@ def load_audit_set(path: Path = AUDIT_SET) -> list[dict[str, Any]]:
     return rows
 
 
-def audit_rewards(config: AuditConfig, database: str, audit_set: Path = AUDIT_SET) -> AuditResult:
-    """Score the audit set (SQL runs against `database`) and run the probes."""
+def load_pairs(path: Path = AUDIT_PAIRS) -> list[dict[str, Any]]:
+    pairs = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        pair = json.loads(line)
+        sides = (pair.get("better"), pair.get("worse"))
+        if pair.get("task") not in TASKS or not all(
+            isinstance(side, dict) and isinstance(side.get("completion"), str) for side in sides
+        ):
+            raise ValueError(f"{path}:{number}: needs a known task and a better and a worse answer")
+        pairs.append(pair)
+    return pairs
+
+
+def _scored(row: dict[str, Any], answer: dict[str, Any], database: str) -> float:
+    return score(
+        row["task"],
+        answer["completion"],
+        database=database,
+        truncated=answer.get("truncated"),
+        **row["context"],
+    ).total
+
+
+def pair_agreement(config: AuditConfig, database: str, path: Path = AUDIT_PAIRS) -> dict[str, Any]:
+    """The share of pairs the rewards order as a person does (a tie is no agreement)."""
+    pairs = load_pairs(path)
+    agree = {
+        pair["id"]: _scored(pair, pair["better"], database) > _scored(pair, pair["worse"], database)
+        for pair in pairs
+    }
+    share = sum(agree.values()) / len(agree)
+    by_task = {
+        task: f"{sum(agree[p['id']] for p in pairs if p['task'] == task)}/"
+        f"{sum(p['task'] == task for p in pairs)}"
+        for task in TASKS
+    }
+    return {
+        "n": len(pairs),
+        "agreement": share,
+        "by_task": ", ".join(f"{task} {count}" for task, count in by_task.items()),
+        "passed": share >= config.min_pair_agreement,
+        "worst": "; ".join(pair_id for pair_id, agreed in agree.items() if not agreed),
+    }
+
+
+def audit_rewards(
+    config: AuditConfig,
+    database: str,
+    audit_set: Path = AUDIT_SET,
+    pairs: Path = AUDIT_PAIRS,
+) -> AuditResult:
+    """Score the audit set and the pairs (SQL runs against `database`) and run the probes."""
     rows = load_audit_set(audit_set)
     per_task: dict[str, dict[str, Any]] = {}
     for task_name in TASKS:
         items = [row for row in rows if row["task"] == task_name]
-        rewards = [
-            score(
-                task_name,
-                row["completion"],
-                database=database,
-                truncated=row.get("truncated"),
-                **row["context"],
-            ).total
-            for row in items
-        ]
+        rewards = [_scored(row, row, database) for row in items]
         humans = [row["human_score"] for row in items]
         rho, p_value = spearmanr(rewards, humans)
         worst = sorted(
@@ -207,6 +344,7 @@ def audit_rewards(config: AuditConfig, database: str, audit_set: Path = AUDIT_SE
                 for item, reward in worst
             ),
         }
+    per_task["pairs"] = pair_agreement(config, database, pairs)
     for name, (why, check) in PROBES.items():
         per_task[f"probe:{name}"] = _run_probe(why, check, database)
     passed = all(entry["passed"] for entry in per_task.values())
@@ -221,6 +359,11 @@ def failure_message(result: AuditResult, config: AuditConfig) -> str:
             continue
         if name.startswith("probe:"):
             reasons.append(f"probe {name[6:]} failed ({entry['why']})")
+        elif name == "pairs":
+            reasons.append(
+                f"pairs: the rewards order {entry['agreement']:.0%} of {entry['n']} pairs as a "
+                f"person does < {config.min_pair_agreement:.0%} (not: {entry['worst']})"
+            )
         else:
             reasons.append(
                 f"{name}: Spearman rho {entry['rho']:.3f} < {config.min_spearman} "
@@ -235,7 +378,8 @@ def audit_gate(config: AuditConfig, data: PreparedData, store: ArtifactStore) ->
     create_table_artifact(
         key="tucano-reward-audit",
         table=[{"check": name, **entry} for name, entry in result.per_task.items()],
-        description=f"Reward audit (Spearman rho >= {config.min_spearman} per task, probes).",
+        description=f"Reward audit (Spearman rho >= {config.min_spearman} per task, pairs "
+        f"ordered as people do >= {config.min_pair_agreement:.0%}, probes).",
     )
     if not result.passed:
         raise AuditFailed(failure_message(result, config))
@@ -245,6 +389,6 @@ def audit_gate(config: AuditConfig, data: PreparedData, store: ArtifactStore) ->
 audit_gate_task = task(
     audit_gate,
     name="reward-audit",
-    cache_policy=ContentKey(files=(AUDIT_SET,)),
+    cache_policy=ContentKey(files=(AUDIT_SET, AUDIT_PAIRS)),
     persist_result=True,
 )
