@@ -18,6 +18,7 @@ from prefect import task
 from configs.recipe import LoraConfig, TrainingConfig
 from rewards import RewardFunction, trl_component_functions, trl_reward_functions
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
+from tasks.core.locks import StoreLock
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import UNSLOTH, load_policy, longest_prompt, machine_backend
@@ -122,6 +123,12 @@ def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]
 
 
 FINAL_FOLDER = "final"
+# The run's exported adapter (its manifest), written last: the run finished when it exists.
+ADAPTER_RECORD = "adapter.json"
+
+
+def run_folder(key: str) -> str:
+    return f"runs/{key}"
 
 
 @dataclass(frozen=True)
@@ -191,7 +198,7 @@ def build_trainer(
     from tasks.training import callbacks
 
     functions = reward_functions(training, str(data.local_database(store)))
-    folder = f"runs/{key}"
+    folder = run_folder(key)
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
     output_dir = workdir / "checkpoints"
     resume = checkpoints.restore_latest(output_dir)
@@ -283,7 +290,7 @@ def export_adapter(run: SeedRun) -> Adapter:
     }
     run.store.write_json(f"{run.folder}/summary.json", summary)
     log.info("seed %d done: %s", run.seed, summary)
-    return Adapter(
+    adapter = Adapter(
         fingerprint=run.store.dir_digest(exported),
         seed=run.seed,
         run_key=run.key,
@@ -294,9 +301,17 @@ def export_adapter(run: SeedRun) -> Adapter:
         best_eval_reward=summary["best_eval_reward"],
         stop_reason=summary["stop_reason"],
     )
+    run.store.write_json(f"{run.folder}/{ADAPTER_RECORD}", adapter.model_dump(mode="json"))
+    return adapter
 
 
-def train_seed(
+def finished_adapter(store: ArtifactStore, key: str) -> Adapter | None:
+    """The adapter the run `key` exported, when it finished."""
+    record = f"{run_folder(key)}/{ADAPTER_RECORD}"
+    return Adapter.model_validate(store.read_json(record)) if store.exists(record) else None
+
+
+def _train_seed_unlocked(
     training: TrainingConfig,
     lora: LoraConfig,
     data: PreparedData,
@@ -308,6 +323,30 @@ def train_seed(
         run = build_trainer(training, lora, data, base, seed, store, Path(tmp))
         run_trainer(run)
     return export_adapter(run)
+
+
+def train_seed(
+    training: TrainingConfig,
+    lora: LoraConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    seed: int,
+    store: ArtifactStore,
+) -> Adapter:
+    """One seed's GRPO run, one process at a time per run and store: two started together (two
+    `tucano train --seed 42`) trained into the same checkpoints, each overwriting the other's.
+    The second waits for the first, then hands back the adapter it exported."""
+    # The key build_trainer names the run's folder with.
+    key = run_key(training, lora, data, base, seed, machine_backend(training.backend))
+    with StoreLock(store, run_folder(key)) as lock:
+        finished = finished_adapter(store, key)
+        if finished is not None:
+            log.info(
+                "seed %d: run %s already finished; its adapter: %s",
+                seed, key, store.uri(finished.folder),
+            )  # fmt: skip
+            return finished
+        return _train_seed_unlocked(training, lora, data, base, seed, lock.guarded_store())
 
 
 def stop_rules(training: TrainingConfig) -> StopRules:
