@@ -526,9 +526,12 @@ def resume_cost(recipe: Any, steps: int) -> None:
         data = prepare_data(fingerprint_source(str(ROOT / "data" / "olist")), recipe.data, store)
         base = prepare_base_model(recipe.model, data, store)
         started = time.perf_counter()
-        tasks.training.train.train_seed(training, recipe.lora, data, base, 0, store)
+        stopped = tasks.training.train.train_seed(training, recipe.lora, data, base, 0, store)
         fresh = timers.first_step_at - started
         timers.first_step_at, stop_at[0] = None, None
+        # A crash leaves no record of a finished run: without this, the run is handed back.
+        finished = tasks.training.train.run_folder(stopped.run_key)
+        store.remove(f"{finished}/{tasks.training.train.RECORD_FILE}")
         started = time.perf_counter()
         tasks.training.train.train_seed(training, recipe.lora, data, base, 0, store)
         resumed = timers.first_step_at - started

@@ -10,13 +10,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+from prefect.concurrency.sync import concurrency
 from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectAlreadyExists
 from prefect.runtime import flow_run
 from prefect.states import Crashed, State
 
@@ -33,6 +39,38 @@ from tasks.evaluation import champion as champions
 from tasks.evaluation.evaluate import evaluate_model_task
 from tasks.prep.olist import fingerprint_source
 
+# The shortest lease Prefect grants (its server refuses less), renewed by Prefect every 45 s while
+# the run lives: a run killed without a word (SIGKILL, OOM, a VM gone) holds its seed's slot until
+# the lease runs out, and the seed's next run (its resumed attempt) waits that long.
+SEED_SLOT_LEASE_S = 60
+
+
+def seed_limit(store: ArtifactStore, seed: int) -> str:
+    """The Prefect global concurrency limit (one slot) of one seed's training on one store,
+    created when missing: `concurrency` on a limit that does not exist limits nothing."""
+    store_digest = hashlib.sha256(store.root_uri.encode()).hexdigest()[:8]
+    name = f"tucano-train-{store_digest}-seed-{seed}"
+    limit = GlobalConcurrencyLimitCreate(name=name, limit=1)
+    with get_client(sync_client=True) as client, contextlib.suppress(ObjectAlreadyExists):
+        # It exists when an earlier run made it, or a run started beside this one did.
+        client.create_global_concurrency_limit(limit)
+    return name
+
+
+@contextlib.contextmanager
+def seed_slot(store: ArtifactStore, seed: int) -> Iterator[None]:
+    """Hold the seed's one slot: two runs of one seed on one store (two Submits in the UI) queue
+    in Prefect, the second shown waiting, instead of both starting. The lock in the store
+    (`train_seed`) is what keeps them from training at once wherever they run; this keeps the
+    second from even starting its data prep, and shows why it waits."""
+    with concurrency(seed_limit(store, seed), occupy=1, lease_duration=SEED_SLOT_LEASE_S):
+        yield
+
+
+def _train_in_turn(store: ArtifactStore, paths: dict[str, str], seed: int) -> Adapter:
+    with seed_slot(store, seed):
+        return in_store(train_flow, store)(**paths, seed=seed)
+
 
 @flow(name="tucano-seeded-training", flow_run_name="seed-{run.seed}-attempt-{run.attempt}")
 def seeded_training(run: TrainingRun) -> Adapter | State:
@@ -40,7 +78,7 @@ def seeded_training(run: TrainingRun) -> Adapter | State:
     store = ArtifactStore(paths["artifacts"])
     # 1-3. Data (cached), audit gate, GRPO for this seed, resuming from its newest checkpoint.
     try:
-        adapter = in_store(train_flow, store)(**paths, seed=run.seed)
+        adapter = _train_in_turn(store, paths, run.seed)
     except Stopped as exc:
         # The machine is going away (spot notice): end Crashed, the state automatic resume
         # answers, with the checkpoint just saved.

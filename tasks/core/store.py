@@ -7,12 +7,14 @@ marker file exists, and the marker is written last, so a reader never sees half 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +57,41 @@ class ArtifactStore:
     def write_bytes(self, rel: str, data: bytes) -> str:
         target = self.path(rel)
         if self.is_local:
-            Path(target).parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=Path(target).parent, prefix=".tmp-")
-            try:
-                os.fchmod(fd, ARTIFACT_FILE_MODE)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                os.replace(tmp, target)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            with _staged(Path(target), data) as staged:
+                os.replace(staged, target)
         else:
             self.fs.pipe_file(target, data)
         return self.uri(rel)
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        """Write a file only where none exists: True when this call created it, False when one
+        was there. Of writers racing for one name exactly one gets True, and nobody overwrites
+        the winner (what a lock needs). Locally a complete temporary file is hard-linked to the
+        name, which fails if the name exists, so no reader sees it half-written; on S3 the PUT
+        carries `If-None-Match: *`, which S3 refuses (412) when the object exists."""
+        target = self.path(rel)
+        if self.is_local:
+            with _staged(Path(target), data) as staged:
+                try:
+                    os.link(staged, target)
+                except FileExistsError:
+                    return False
+            return True
+        try:
+            self.fs.pipe_file(target, data, mode="create")
+        except FileExistsError:  # s3fs's name for the 412
+            return False
+        except OSError as exc:
+            # AWS answers 409 when a delete of the same name is in flight: not created either.
+            if _s3_error_code(exc) == "ConditionalRequestConflict":
+                return False
+            raise
+        return True
+
+    def forget_listings(self, rel: str | None = None) -> None:
+        """Drop what this process cached of the listing of `rel`, or of every listing (s3fs keeps
+        them): what another process wrote since must be seen, not an earlier listing."""
+        self.fs.invalidate_cache(None if rel is None else self.path(rel))
 
     def write_text(self, rel: str, text: str) -> str:
         return self.write_bytes(rel, text.encode("utf-8"))
@@ -169,6 +193,25 @@ class ArtifactStore:
             staging.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging, target)
         return target
+
+
+@contextlib.contextmanager
+def _staged(target: Path, data: bytes) -> Iterator[str]:
+    """A complete temporary file beside `target`, to be moved or linked there; gone afterwards."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, staged = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    try:
+        os.fchmod(fd, ARTIFACT_FILE_MODE)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        yield staged
+    finally:
+        Path(staged).unlink(missing_ok=True)
+
+
+def _s3_error_code(exc: BaseException) -> str | None:
+    response = getattr(exc.__cause__, "response", None) or {}
+    return response.get("Error", {}).get("Code")
 
 
 def _protocol(fs: fsspec.AbstractFileSystem) -> str:

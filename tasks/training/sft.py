@@ -19,6 +19,7 @@ from prefect import task
 from configs.recipe import LoraConfig, SftConfig
 from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
+from tasks.core.locks import StoreLock
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import peft_lora_config
@@ -118,7 +119,7 @@ def sft_args(config: SftConfig, output_dir: Path) -> Any:
     )
 
 
-def train_sft(
+def _train_sft_unlocked(
     config: SftConfig,
     lora: LoraConfig,
     data: PreparedData,
@@ -203,6 +204,20 @@ def train_sft(
         store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
         store.put_dir(workdir / MODEL_FOLDER, location)
     return _artifact(store, location)
+
+
+def train_sft(
+    config: SftConfig,
+    lora: LoraConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    store: ArtifactStore,
+    answer_limit: int | None = None,
+) -> BaseModelArtifact:
+    """The SFT run, one process at a time per key and store, as GRPO's (`train.train_seed`): a
+    second one started beside it waits, then finds the model it made and hands that back."""
+    with StoreLock(store, f"sft/{sft_key(config, lora, data, base)}") as lock:
+        return _train_sft_unlocked(config, lora, data, base, lock.guarded_store(), answer_limit)
 
 
 def _artifact(store: ArtifactStore, location: str) -> BaseModelArtifact:

@@ -20,6 +20,7 @@ from configs.recipe import LoraConfig, TrainingConfig
 from rewards import RewardFunction, TokenBudget, trl_component_functions, trl_reward_functions
 from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
+from tasks.core.locks import StoreLock
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData, TrainingRecord
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import UNSLOTH, load_policy, longest_prompt, machine_backend
@@ -129,8 +130,13 @@ def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]
 
 FINAL_FOLDER = "final"
 RUNS = "runs"
-# Written last: a run folder with it holds a finished run.
+# The finished run's record (its adapter, what it started from), written last: the run finished
+# when it exists.
 RECORD_FILE = "record.json"
+
+
+def run_folder(key: str) -> str:
+    return f"{RUNS}/{key}"
 
 
 @dataclass(frozen=True)
@@ -199,7 +205,7 @@ def build_trainer(
     from tasks.training import callbacks
 
     functions = reward_functions(training, str(data.local_database(store)), policy.tokenizer)
-    folder = f"{RUNS}/{key}"
+    folder = run_folder(key)
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
     output_dir = workdir / "checkpoints"
     resume = checkpoints.restore_latest(output_dir)
@@ -290,7 +296,7 @@ def export_adapter(run: SeedRun) -> Adapter:
     }
     run.store.write_json(f"{run.folder}/summary.json", summary)
     log.info("seed %d done: %s", run.seed, summary)
-    return Adapter(
+    adapter = Adapter(
         fingerprint=run.store.dir_digest(exported),
         seed=run.seed,
         run_key=run.key,
@@ -301,9 +307,16 @@ def export_adapter(run: SeedRun) -> Adapter:
         best_eval_reward=summary["best_eval_reward"],
         stop_reason=summary["stop_reason"],
     )
+    return adapter
 
 
-def train_seed(
+def finished_run(store: ArtifactStore, key: str) -> TrainingRecord | None:
+    """The record of the run `key`, when it finished."""
+    record = f"{run_folder(key)}/{RECORD_FILE}"
+    return TrainingRecord.model_validate(store.read_json(record)) if store.exists(record) else None
+
+
+def _train_seed_unlocked(
     training: TrainingConfig,
     lora: LoraConfig,
     data: PreparedData,
@@ -323,12 +336,32 @@ def train_seed(
 
 def training_records(store: ArtifactStore) -> list[TrainingRecord]:
     """Every finished run in the store, oldest first."""
-    records = [
-        TrainingRecord.model_validate(store.read_json(f"{RUNS}/{key}/{RECORD_FILE}"))
-        for key in store.listdir(RUNS)
-        if store.exists(f"{RUNS}/{key}/{RECORD_FILE}")
-    ]
-    return sorted(records, key=lambda record: record.finished_at)
+    records = [finished_run(store, key) for key in store.listdir(RUNS)]
+    return sorted(filter(None, records), key=lambda record: record.finished_at)
+
+
+def train_seed(
+    training: TrainingConfig,
+    lora: LoraConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    seed: int,
+    store: ArtifactStore,
+) -> Adapter:
+    """One seed's GRPO run, one process at a time per run and store: two started together (two
+    `tucano train --seed 42`) trained into the same checkpoints, each overwriting the other's.
+    The second waits for the first, then hands back the adapter it exported."""
+    # The key build_trainer names the run's folder with.
+    key = run_key(training, lora, data, base, seed, machine_backend(training.backend))
+    with StoreLock(store, run_folder(key)) as lock:
+        finished = finished_run(store, key)
+        if finished is not None:
+            log.info(
+                "seed %d: run %s already finished; its adapter: %s",
+                seed, key, store.uri(finished.adapter.folder),
+            )  # fmt: skip
+            return finished.adapter
+        return _train_seed_unlocked(training, lora, data, base, seed, lock.guarded_store())
 
 
 def stop_rules(training: TrainingConfig) -> StopRules:
