@@ -8,9 +8,11 @@ and the largest share of credit goes to a result that matches the gold answer:
   query + explanation 0.15 | concrete numbers in the prose 0.10 | domain words 0.10 (three)
 
 Without a database (scoring outside the pipeline with no gold) the execution tiers are 0, so such
-an answer scores at most 0.50. Where the gold result is known and the query runs but returns
-something else, the answer is wrong however well it is written: everything but the match keeps
-WRONG_RESULT_KEEPS (a fluent explanation of the wrong number misleads more than none).
+an answer scores at most 0.50. Where the gold result is known and the answer does not return it
+(its query runs and returns something else, does not run, or is not there), the answer is wrong
+however well it is written: everything but the match keeps WRONG_RESULT_KEEPS (a fluent
+explanation of the wrong number misleads more than none), so a query that runs still earns more
+than one that does not.
 A hostile answer scores 0 outright: SQL the sandbox refuses
 (writes, ATTACH, PRAGMA, runaway or oversized queries) or a text far longer than any answer.
 """
@@ -144,16 +146,16 @@ def score(
     span = find_query(text)
     prose = f"{text[: span[0]]} {text[span[1] :]}" if span else text
     prose_words = len(re.findall(r"[^\W\d_]{2,}", prose))
-    runs, match, judged = 0.0, 0.0, False
+    runs, match = 0.0, 0.0
+    # With a database and a gold result, the answer is judged right or wrong.
+    gold = gold_rows(database, gold_answer, gold_sql) if database else None
     if span and database:
         run = execute(database, text[span[0] : span[1]])
         if run.refused:
             return Score(0.0, dict.fromkeys(COMPONENTS, 0.0))
         if run.ok:
             runs = 1.0
-            gold = gold_rows(database, gold_answer, gold_sql)
-            judged = gold is not None
-            match = result_match(run.rows or [], gold) if judged else 0.0
+            match = result_match(run.rows or [], gold) if gold is not None else 0.0
     components = {
         "match": W_MATCH * match,
         "runs": W_RUNS * runs,
@@ -168,6 +170,6 @@ def score(
         * min(distinct_hits(fold(prose), DOMAIN_STEMS), DOMAIN_WORDS_FOR_FULL_CREDIT)
         / DOMAIN_WORDS_FOR_FULL_CREDIT,
     }
-    if judged and match == 0.0:
+    if gold is not None and match == 0.0:
         components = {name: WRONG_RESULT_KEEPS * value for name, value in components.items()}
     return Score(sum(components.values()), components)

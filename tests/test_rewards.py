@@ -174,8 +174,9 @@ SQL_CASES = [
     (SQL.replace("'SP'", "'RJ'") + EXPLANATION, 0.5 * (1.0 - 0.40)),
     # the gold count among extra columns: half the match credit
     (SQL.replace("COUNT(*)", "c.customer_state, COUNT(*)") + EXPLANATION, 1.0 - 0.20),
-    (SQL.replace("SELECT", "SELEC") + EXPLANATION, 0.15 + 0.10 + 0.10),  # does not run
-    ("Os clientes de SP fizeram 2.972 pedidos, com ticket médio alto.", 0.10 + 0.10),
+    # does not run: wrong too, and below the query that runs and answers another question
+    (SQL.replace("SELECT", "SELEC") + EXPLANATION, 0.5 * (0.15 + 0.10 + 0.10)),
+    ("Os clientes de SP fizeram 2.972 pedidos, com ticket médio alto.", 0.5 * (0.10 + 0.10)),
     ("```sql\nDROP TABLE orders;\n```" + EXPLANATION, 0.0),  # hostile: nothing at all
     ("", 0.0),
 ]

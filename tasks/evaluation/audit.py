@@ -150,6 +150,14 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
             and _sql(_COUNT_SP, db).total > _sql(_COUNT_SP.replace("'SP'", "'RJ'"), db).total
         ),
     ),
+    "a_query_that_runs_beats_one_that_does_not": (
+        "cpu_tiny's GRPO, when only a running wrong query lost credit: it learned to break queries",
+        lambda db: (
+            _sql(_COUNT_SP.replace("'SP'", "'RJ'"), db).total
+            > _sql(_COUNT_SP.replace("SELECT", "SELEC"), db).total
+            > _sql("Os clientes de SP fizeram muitos pedidos.", db).total
+        ),
+    ),
     "sql_domain_vocabulary_is_broad": (
         "V4.2.1: a 10-word domain list scored good Portuguese SQL answers as off-topic",
         lambda db: math.isclose(
