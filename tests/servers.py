@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -210,6 +210,36 @@ def start_moto_server(root: Path) -> tuple[subprocess.Popen, str]:
 
     wait_for(lambda: up() or server.poll() is not None, 60, "the moto server")
     return server, endpoint
+
+
+@contextlib.contextmanager
+def moto_s3(root: Path, bucket: str) -> Iterator[dict[str, str]]:
+    """A moto S3 server with `bucket` made, and this process's environment set as s3fs reads it
+    (fake keys, the server's endpoint) for as long as it runs: the environment, back."""
+    server, endpoint = start_moto_server(root)
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    s3fs.S3FileSystem().mkdir(bucket)
+    try:
+        yield env
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        s3fs.S3FileSystem.clear_instance_cache()
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=20)
 
 
 class DyingProxy:

@@ -23,7 +23,7 @@ from tasks.core.locks import StoreLock
 from tasks.core.store import ArtifactStore
 
 from .conftest import REPO_ROOT, SHIPPED_DATA
-from .servers import start_moto_server
+from .servers import moto_s3
 from .test_resume import RECIPE
 
 BUCKET = "tucano-locks"
@@ -53,30 +53,8 @@ except LockLost as exc:
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """A moto S3 server, and the environment s3fs reads (fake keys, its endpoint)."""
-    server, endpoint = start_moto_server(tmp_path_factory.mktemp("moto"))
-    env = {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": endpoint,
-    }
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()
-    s3fs.S3FileSystem().mkdir(BUCKET)
-    try:
+    with moto_s3(tmp_path_factory.mktemp("moto"), BUCKET) as env:
         yield env
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        s3fs.S3FileSystem.clear_instance_cache()
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=20)
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from tasks.core.store import ArtifactStore
 from tasks.training.train import train_seed
 
 from .conftest import SHIPPED_DATA, small_training_inputs
-from .servers import DyingProxy, start_moto_server
+from .servers import DyingProxy, moto_s3
 from .test_pipeline import SMALL_RECIPE
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
@@ -29,30 +28,8 @@ BUCKET = "tucano"
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """The moto server, and the environment s3fs reads: fake keys, its endpoint."""
-    server, endpoint = start_moto_server(tmp_path_factory.mktemp("moto"))
-    env = {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": endpoint,
-    }
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()
-    s3fs.S3FileSystem().mkdir(BUCKET)
-    try:
-        yield endpoint
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        s3fs.S3FileSystem.clear_instance_cache()
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=20)
+    with moto_s3(tmp_path_factory.mktemp("moto"), BUCKET) as env:
+        yield env["AWS_ENDPOINT_URL"]
 
 
 def _bucket():

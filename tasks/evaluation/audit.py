@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -265,12 +265,15 @@ def _run_probe(why: str, check: Callable[[str], bool], database: str) -> dict[st
         return {"passed": False, "why": f"{why}; raised {type(exc).__name__}: {exc}"}
 
 
+def _numbered_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            yield number, json.loads(line)
+
+
 def load_audit_set(path: Path = AUDIT_SET) -> list[dict[str, Any]]:
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
+    for number, row in _numbered_lines(path):
         if row.get("task") not in TASKS or not 0 <= row.get("human_score", -1) <= 1:
             raise ValueError(f"{path}:{number}: needs a known task and a human_score in [0, 1]")
         rows.append(row)
@@ -279,10 +282,7 @@ def load_audit_set(path: Path = AUDIT_SET) -> list[dict[str, Any]]:
 
 def load_pairs(path: Path = AUDIT_PAIRS) -> list[dict[str, Any]]:
     pairs = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        pair = json.loads(line)
+    for number, pair in _numbered_lines(path):
         sides = (pair.get("better"), pair.get("worse"))
         if pair.get("task") not in TASKS or not all(
             isinstance(side, dict) and isinstance(side.get("completion"), str) for side in sides
