@@ -8,8 +8,6 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from trl.rewards.other_rewards import get_repetition_penalty_reward
-
 # Scorers look at no more than this many characters, so any input is scored in bounded time.
 # Far above any useful completion (512 tokens is ~2,500 characters); lengths are still measured
 # on the whole text, so a 100 MB answer is judged as long, not as its first 20,000 characters.
@@ -91,13 +89,15 @@ def first_instance(text: str) -> str:
 
 # n-grams of words: six words again is a loop, not Portuguese's ordinary recurring phrases.
 REPETITION_NGRAM = 6
-_REPETITION = get_repetition_penalty_reward(ngram_size=REPETITION_NGRAM, max_penalty=-1.0)
 
 
 def repeated_share(text: str) -> float:
-    """The share of the text's word 6-grams that repeat an earlier one (TRL's repetition
-    measure, on accent-folded words rather than one tokenizer's ids): 0 for an answer said once,
-    near 1 for one said over and over."""
-    vocabulary: dict[str, int] = {}
-    ids = [vocabulary.setdefault(word, len(vocabulary)) for word in WORD.findall(fold(text))]
-    return abs(_REPETITION([ids])[0])
+    """The share of the text's word 6-grams that repeat an earlier one: 0 for an answer said
+    once, near 1 for one said over and over. TRL's repetition measure
+    (`trl.rewards.get_repetition_penalty_reward`: 1 - unique n-grams / n-grams), on accent-folded
+    words rather than one tokenizer's ids; written here rather than imported because importing
+    trl would load it before Unsloth in a GPU run, which Unsloth must precede (tests/
+    test_rewards.py holds the two equal)."""
+    words = WORD.findall(fold(text))
+    ngrams = list(zip(*(words[start:] for start in range(REPETITION_NGRAM)), strict=False))
+    return 1 - len(set(ngrams)) / len(ngrams) if ngrams else 0.0

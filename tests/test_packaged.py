@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,7 +185,7 @@ def test_two_grpo_steps_sample_at_the_recipes_temperature_and_score_plain_text(
     scored: list[str] = []
     functions = train.reward_functions
 
-    def recording(training: TrainingConfig, database: str) -> list:
+    def recording(training: TrainingConfig, database: str, tokenizer: Any) -> list:
         def seen(function):
             def reward(completions, **columns):
                 scored.extend(completion_text(c) for c in completions)
@@ -195,7 +196,7 @@ def test_two_grpo_steps_sample_at_the_recipes_temperature_and_score_plain_text(
 
         return [
             seen(function) if function.task == "push" else function
-            for function in functions(training, database)
+            for function in functions(training, database, tokenizer)
         ]
 
     monkeypatch.setattr(train, "reward_functions", recording)

@@ -17,7 +17,7 @@ from rewards import (
     trl_reward_functions,
 )
 from rewards.classify import classify
-from rewards.common import first_instance
+from rewards.common import REPETITION_NGRAM, WORD, first_instance, fold, repeated_share
 from rewards.context import CONTEXT_KEYS, ContextError
 from rewards.extraction import normalize_pt_decimals, parse_json_object
 from rewards.review_evidence import read_review
@@ -442,3 +442,16 @@ def test_a_push_must_be_one_sendable_message(completion: str, keeps: float) -> N
     result = score("push", completion)
     penalties = result.components["several"] + result.components["unsendable"]
     assert result.total == pytest.approx(keeps * (result.total - penalties))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "Seu pedido chegou.", PUSH * 4, ANALYSIS, "\n".join([GOOD] * 3) + GOOD[:50]],
+)
+def test_the_repetition_measure_is_trl_s_on_words(text: str) -> None:
+    from trl.rewards import get_repetition_penalty_reward
+
+    vocabulary: dict[str, int] = {}
+    ids = [vocabulary.setdefault(word, len(vocabulary)) for word in WORD.findall(fold(text))]
+    trl_measure = get_repetition_penalty_reward(ngram_size=REPETITION_NGRAM, max_penalty=-1.0)
+    assert repeated_share(text) == pytest.approx(-trl_measure([ids])[0])
