@@ -316,24 +316,6 @@ def finished_run(store: ArtifactStore, key: str) -> TrainingRecord | None:
     return TrainingRecord.model_validate(store.read_json(record)) if store.exists(record) else None
 
 
-def _train_seed_unlocked(
-    training: TrainingConfig,
-    lora: LoraConfig,
-    data: PreparedData,
-    base: BaseModelArtifact,
-    seed: int,
-    store: ArtifactStore,
-) -> Adapter:
-    with tempfile.TemporaryDirectory(prefix="tucano-train-") as tmp:
-        run = build_trainer(training, lora, data, base, seed, store, Path(tmp))
-        run_trainer(run)
-    adapter = export_adapter(run)
-    finished_at = datetime.now(UTC).isoformat(timespec="seconds")
-    record = TrainingRecord(finished_at=finished_at, adapter=adapter, base=base, prepared=data)
-    store.write_json(f"{run.folder}/{RECORD_FILE}", record.model_dump(mode="json"))
-    return adapter
-
-
 def training_records(store: ArtifactStore) -> list[TrainingRecord]:
     """Every finished run in the store, oldest first."""
     records = [finished_run(store, key) for key in store.listdir(RUNS)]
@@ -361,7 +343,15 @@ def train_seed(
                 seed, key, store.uri(finished.adapter.folder),
             )  # fmt: skip
             return finished.adapter
-        return _train_seed_unlocked(training, lora, data, base, seed, lock.guarded_store())
+        store = lock.guarded_store()
+        with tempfile.TemporaryDirectory(prefix="tucano-train-") as tmp:
+            run = build_trainer(training, lora, data, base, seed, store, Path(tmp))
+            run_trainer(run)
+        adapter = export_adapter(run)
+        finished_at = datetime.now(UTC).isoformat(timespec="seconds")
+        record = TrainingRecord(finished_at=finished_at, adapter=adapter, base=base, prepared=data)
+        store.write_json(f"{run.folder}/{RECORD_FILE}", record.model_dump(mode="json"))
+        return adapter
 
 
 def stop_rules(training: TrainingConfig) -> StopRules:
