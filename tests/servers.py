@@ -157,6 +157,9 @@ def start_prefect_server(root: Path) -> PrefectServer:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_LOGGING_EXTRA_LOGGERS": "tucano",
         "TOKENIZERS_PARALLELISM": "false",
+        # A worker looks for scheduled runs every 10 s by default: each run the tests start
+        # through a deployment (a resumed attempt, a fanned-out seed) waited up to that long.
+        "PREFECT_WORKER_QUERY_SECONDS": "1",
     }
     server = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],

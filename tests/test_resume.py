@@ -1,5 +1,6 @@
-"""The proof: SIGKILL a training process after a checkpoint, start it again, and it resumes there,
-runs exactly the remaining steps, and ends with the same adapter as a run never interrupted."""
+"""The proof: stop a training process after a checkpoint (SIGTERM, then SIGKILL in the run that
+resumed), start it again, and it resumes there, runs exactly the remaining steps, and ends with the
+same adapter as a run never interrupted."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from .conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
-MAX_STEPS, SAVE_STEPS = 6, 2
+MAX_STEPS, SAVE_STEPS = 8, 2
 RECIPE = {
     "name": "resume_test",
     "seeds": [7],
@@ -58,8 +59,11 @@ STEP_LINE = re.compile(rf"step (\d+)/{MAX_STEPS} ")
 
 
 def _start(tmp: Path, artifacts: Path) -> subprocess.Popen:
-    env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect-home"), "PYTHONUNBUFFERED": "1"}
-    env.pop("PREFECT_API_URL", None)
+    """`tucano train` on the tests' Prefect server: a temporary server of its own would cost each
+    run seconds (test_termination shows those go with the run)."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "flows.cli", "train", "--seed", "7"]
     command += ["--config", str(tmp / "recipe.yaml"), "--artifacts", str(artifacts)]
     return subprocess.Popen(
@@ -82,9 +86,9 @@ def _complete_checkpoints(store: ArtifactStore) -> list[int]:
     return sorted(steps)
 
 
-def _wait_for_checkpoint(process: subprocess.Popen, store: ArtifactStore) -> None:
+def _wait_for_checkpoint(process: subprocess.Popen, store: ArtifactStore, after: int = 0) -> None:
     deadline = time.monotonic() + 300
-    while not _complete_checkpoints(store):
+    while not [step for step in _complete_checkpoints(store) if step > after]:
         assert process.poll() is None, process.stdout.read()[-3000:]
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.05)
@@ -95,40 +99,39 @@ def _adapter_bytes(store: ArtifactStore) -> bytes:
     return store.read_bytes(f"runs/{run}/final/adapter_model.safetensors")
 
 
-def test_sigkill_then_restart_resumes_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("prefect_api")
+def test_a_stopped_run_resumes_twice_and_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(RECIPE))
     reference = ArtifactStore(tmp_path / "reference")
     _finish(_start(tmp_path, tmp_path / "reference"))
 
+    # SIGTERM, a spot VM's notice: the step in progress ends, a checkpoint is saved, exit 143.
     interrupted = ArtifactStore(tmp_path / "interrupted")
     process = _start(tmp_path, tmp_path / "interrupted")
     _wait_for_checkpoint(process, interrupted)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    at_kill = _complete_checkpoints(interrupted)[-1]
-    assert at_kill < MAX_STEPS, "the run finished before it could be killed"
-    assert not interrupted.exists(f"runs/{interrupted.listdir('runs')[0]}/final")
-
-    output = _finish(_start(tmp_path, tmp_path / "interrupted"))
-    assert f"resuming at step {at_kill}" in output
-    steps_run = [int(step) for step in STEP_LINE.findall(output)]
-    assert steps_run == list(range(at_kill + 1, MAX_STEPS + 1))  # exactly the remaining steps
-
-    assert _adapter_bytes(interrupted) == _adapter_bytes(reference)
-    _same_final_metrics(interrupted, reference)
-
-    # SIGTERM, a spot VM's notice: the step in progress ends, a checkpoint is saved, exit 143.
-    terminated = ArtifactStore(tmp_path / "terminated")
-    process = _start(tmp_path, tmp_path / "terminated")
-    _wait_for_checkpoint(process, terminated)
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=300)
     assert process.returncode == 143, output[-3000:]
-    last_step = int(STEP_LINE.findall(output)[-1])
-    assert _complete_checkpoints(terminated)[-1] == last_step < MAX_STEPS
-    output = _finish(_start(tmp_path, tmp_path / "terminated"))
-    assert f"resuming at step {last_step}" in output
-    assert _adapter_bytes(terminated) == _adapter_bytes(reference)
+    terminated_at = int(STEP_LINE.findall(output)[-1])
+    assert _complete_checkpoints(interrupted)[-1] == terminated_at < MAX_STEPS
+
+    # The resumed run, killed without a word (SIGKILL: OOM, a VM gone) after its next checkpoint.
+    process = _start(tmp_path, tmp_path / "interrupted")
+    _wait_for_checkpoint(process, interrupted, after=terminated_at)
+    process.send_signal(signal.SIGKILL)
+    output, _ = process.communicate()
+    assert f"resuming at step {terminated_at}" in output
+    killed_at = _complete_checkpoints(interrupted)[-1]
+    assert terminated_at < killed_at < MAX_STEPS, "the run finished before it could be killed"
+    assert not interrupted.exists(f"runs/{interrupted.listdir('runs')[0]}/final")
+
+    output = _finish(_start(tmp_path, tmp_path / "interrupted"))
+    assert f"resuming at step {killed_at}" in output
+    steps_run = [int(step) for step in STEP_LINE.findall(output)]
+    assert steps_run == list(range(killed_at + 1, MAX_STEPS + 1))  # exactly the remaining steps
+
+    assert _adapter_bytes(interrupted) == _adapter_bytes(reference)
+    _same_final_metrics(interrupted, reference)
 
 
 def _same_final_metrics(resumed_store: ArtifactStore, reference: ArtifactStore) -> None:

@@ -52,10 +52,10 @@ def module_file(name: str, root: Path) -> Path | None:
     return None
 
 
-def _imported_names(name: str, file: Path, tree: ast.Module) -> set[str]:
+def _imported_names(name: str, is_package: bool, tree: ast.Module) -> set[str]:
     """Every module an import statement of `tree` may load, anywhere in the file; `from a import
     b` counts both `a` and `a.b` (b may be a submodule), relative imports resolved."""
-    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
+    package = name if is_package else name.rpartition(".")[0]
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -76,7 +76,7 @@ def direct_imports(module: str, root: Path = PROJECT_ROOT) -> set[str]:
     file = module_file(module, root)
     if file is None:
         raise ModuleNotFoundError(f"{module} is no module of the project at {root}")
-    names = _imported_names(module, file, ast.parse(file.read_bytes()))
+    names = _imported_names(module, file.name == "__init__.py", ast.parse(file.read_bytes()))
     return {name for name in names if module_file(name, root) is not None} - {module}
 
 
@@ -110,11 +110,20 @@ def _walk_project(module: str, root: Path) -> dict[str, tuple[Path, str]]:
         name = pending.pop()
         if name in found or (file := module_file(name, root)) is None:
             continue
-        tree = ast.parse(file.read_bytes())
-        for imported in _imported_names(name, file, tree):
-            pending.extend(_with_parents(imported))
-        found[name] = (file, ast.dump(_strip_docstrings(tree)))
+        imported, code = _read_module(name, file.name == "__init__.py", file.read_bytes())
+        for each in imported:
+            pending.extend(_with_parents(each))
+        found[name] = (file, code)
     return dict(sorted(found.items()))
+
+
+@functools.lru_cache(maxsize=256)
+def _read_module(name: str, is_package: bool, source: bytes) -> tuple[frozenset[str], str]:
+    """The imports and docstring-free code of one module's source, parsed once per content: a
+    process computing the keys of several tasks reads the same shared modules for each."""
+    tree = ast.parse(source)
+    imported = _imported_names(name, is_package, tree)
+    return frozenset(imported), ast.dump(_strip_docstrings(tree))
 
 
 def project_modules(module: str, root: Path = PROJECT_ROOT) -> dict[str, Path]:
