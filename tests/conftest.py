@@ -74,6 +74,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(LeftoverProcesses(config), "tucano-leftover-processes")
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker more than there are cores. A third of the suite's time is spent
+    waiting (servers starting, a worker's poll, a heartbeat deadline, a lease running out): on two
+    cores, a third worker keeps both busy meanwhile (7 min 41 s against 9 min 36 s for two)."""
+    return len(os.sched_getaffinity(0)) + 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The order xdist hands out work. With `--dist loadscope` a module is one unit, run by one
     worker (its module-scoped server or pipeline run is set up once), and the next unit goes to

@@ -1,16 +1,16 @@
 """Each pytest process of the suite on its own, and the check that it leaves no process behind.
 
-`make test` runs the suite in two pytest-xdist workers (one per core). `isolate()` runs when the
-`tests` package is imported, before anything imports prefect or torch, in every pytest process
-(the xdist controller and each worker) and gives it:
+`make test` runs the suite in pytest-xdist workers (one per core and one more: conftest.py).
+`isolate()` runs when the `tests` package is imported, before anything imports prefect or torch,
+in every pytest process (the xdist controller and each worker) and gives it:
 
 - a Prefect home of its own (`PREFECT_HOME`, a fresh temporary folder removed at exit): no
   worker shares a Prefect database, profile or local result storage with another, or with the
   developer's `~/.prefect`; an inherited `PREFECT_API_URL` or `PREFECT_PROFILE` is dropped, so
   no test talks to a server the developer has running;
 - a share of the cores for torch: with N workers on C cores, `OMP_NUM_THREADS`/`MKL_NUM_THREADS`
-  C // N (1 with two workers on two cores), for the worker and every process it starts, so two
-  trainings do not fight over the same cores with twice as many threads as there are;
+  C // N and at least 1 (1 with three workers on two cores), for the worker and every process
+  it starts, so trainings do not fight over the cores with more threads than there are;
 - a marker in its environment (`TUCANO_TEST_SESSION`, unique to the process) that every process
   it starts inherits, with the test that was running (`TUCANO_TEST_NODEID`).
 

@@ -246,13 +246,17 @@ class StoreLock:
         self._stop.set()
         self._heartbeat.join()
         self._heartbeat = None
-        _held_here.discard(self._record["token"])
-        with self._mutex:
-            if self._lost is None:
-                self._record["released"] = True
-                self.store.write_bytes(self._path(self.generation), _encode(self._record))
-                log.info("released %s", self)
-            self.generation = None
+        try:
+            with self._mutex:
+                if self._lost is None:
+                    self._record["released"] = True
+                    self.store.write_bytes(self._path(self.generation), _encode(self._record))
+                    log.info("released %s", self)
+                self.generation = None
+        finally:
+            # Only now: a waiter in this process that read the record before it said released
+            # would otherwise see this process's holder gone and warn of a takeover.
+            _held_here.discard(self._record["token"])
 
     # ---- the store -------------------------------------------------------------------------
     def _path(self, generation: int | None) -> str:
