@@ -1,7 +1,13 @@
 # The README's two commands. Both create .venv on first use and reuse it after.
+# `make docs` builds the documentation site (mkdocs.yml) into site/; `make serve-docs` previews it.
 VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
+# The docs extra (mkdocs and its theme), installed into the same .venv on top of the rest.
+DOCS_STAMP := $(VENV)/.installed-docs
+# mkdocs-material and a plugin print a notice about MkDocs 2.0 on every build; it is not a warning
+# of this site's.
+DOCS_ENV := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true
 # The CPU build of torch: on these machines pip takes it from local disk; elsewhere
 # `make TORCH_SPEC=torch` lets pip choose.
 TORCH_SPEC ?= torch==2.13.0
@@ -10,7 +16,7 @@ ARGS ?=
 # Debian's Chromium, for the test that opens the Prefect UI's run form (headless).
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: pipeline test lint format clean
+.PHONY: pipeline test docs serve-docs lint format clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -18,6 +24,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
 
 $(CHROMIUM):
 	$$([ "$$(id -u)" = 0 ] || echo sudo) sh -c 'apt-get update -qq && \
@@ -31,6 +41,13 @@ test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest $(ARGS)
 
+# Strict: a broken link or anchor, or a page missing from the nav, fails the build.
+docs: $(DOCS_STAMP)
+	$(DOCS_ENV) $(VENV)/bin/mkdocs build --strict
+
+serve-docs: $(DOCS_STAMP)
+	$(DOCS_ENV) $(VENV)/bin/mkdocs serve
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -40,4 +57,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf artifacts .pytest_cache
+	rm -rf artifacts .pytest_cache site

