@@ -87,12 +87,14 @@ def _evaluate(
     start: StartingModel,
     adapters: list[Adapter],
 ) -> Evaluations:
-    def evaluate(model: BaseModelArtifact, adapter: Adapter | None) -> EvalRows:
-        return evaluate_model_task(recipe.evaluation, prepared, model, adapter, store)
+    def evaluate(model: BaseModelArtifact, adapter: Adapter | None, **start: EvalRows) -> EvalRows:
+        return evaluate_model_task(recipe.evaluation, prepared, model, adapter, store, **start)
 
+    base = evaluate(start.model, None)
     return Evaluations(
-        base=evaluate(start.model, None),
-        tuned=[evaluate(start.model, adapter) for adapter in adapters],
+        base=base,
+        # A seed that kept its start answers as the start did, without generating again.
+        tuned=[evaluate(start.model, adapter, start_rows=base) for adapter in adapters],
         before_sft=evaluate(start.before_sft, None) if start.before_sft else None,
     )
 

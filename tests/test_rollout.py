@@ -288,3 +288,47 @@ def test_sampled_training_matches_the_plain_path_on_the_same_seed(tmp_path: Path
         assert fast["completions/mean_length"] == pytest.approx(
             plain["completions/mean_length"], abs=4
         )
+
+
+def _saved_adapter(store, base, tmp_path: Path, *, trained: bool):
+    """The run's start as GRPO exports it when no step beat it (PEFT's own initialisation, B
+    zero), or the same after one optimizer step."""
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    from tasks.core.manifests import Adapter
+
+    model, tokenizer = load_model_and_tokenizer(base, store)
+    policy = get_peft_model(model, PeftLoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
+    if trained:
+        _optimizer_step(policy, _encoded(tokenizer))
+    policy.save_pretrained(tmp_path / "adapter")
+    folder = f"runs/{'trained' if trained else 'start'}/best"
+    store.put_dir(tmp_path / "adapter", folder)
+    return Adapter(
+        fingerprint=store.dir_digest(folder), seed=5, run_key="k", folder=folder,
+        log_history="", global_step=4, best_step=None if trained else 0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("trained", [False, True], ids=["kept-start", "trained"])
+def test_a_seed_that_kept_its_start_is_scored_on_the_start_s_answers_exactly(
+    inputs, tmp_path: Path, trained: bool
+) -> None:
+    """Sampled at evaluation's temperature, a kept start says word for word what the start model
+    says, so evaluation reuses the start's answers; an adapter that learned anything is run."""
+    from tasks.evaluation.evaluate import adds_nothing, evaluate_model
+
+    store, data, base = inputs
+    config = EvalConfig(max_new_tokens=24, batch_size=4)
+    adapter = _saved_adapter(store, base, tmp_path, trained=trained)
+    assert adds_nothing(adapter, store) is not trained
+    start = evaluate_model(config, data, base, None, store)
+    # Read at once: both ways write the same file (one identity).
+    reused = store.read_jsonl(
+        evaluate_model(config, data, base, adapter, store, start_rows=start).rows
+    )
+    generated = store.read_jsonl(evaluate_model(config, data, base, adapter, store).rows)
+    assert reused == generated
+    said = [row["completion"] for row in store.read_jsonl(start.rows)]
+    assert (said == [row["completion"] for row in generated]) is not trained

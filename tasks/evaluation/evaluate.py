@@ -127,18 +127,39 @@ def load_with_adapter(
     return model, tokenizer
 
 
+def adds_nothing(adapter: Adapter, store: ArtifactStore) -> bool:
+    """Whether the adapter leaves its base model as it is: every LoRA B matrix zero, as PEFT
+    initialises them. A run in which no step beat its start exports that start (best step 0)."""
+    from safetensors.torch import load_file
+
+    weights = load_file(store.local_dir(adapter.folder) / "adapter_model.safetensors")
+    return all(not tensor.any() for name, tensor in weights.items() if "lora_B" in name)
+
+
 def evaluate_model(
     config: EvalConfig,
     data: PreparedData,
     base: BaseModelArtifact,
     adapter: Adapter | None,
     store: ArtifactStore,
+    start_rows: EvalRows | None = None,
 ) -> EvalRows:
-    model, tokenizer = load_with_adapter(base, adapter, store)
+    """The adapter (or the base model alone) on the eval split. `start_rows`: the base model's
+    rows under the same settings, whose answers an adapter that adds nothing gives again."""
     tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
     prompts = store.read_jsonl(data.eval)
     database = str(data.local_database(store))
-    generations = generate(model, tokenizer, [row["prompt"] for row in prompts], config)
+    if adapter is not None and start_rows is not None and adds_nothing(adapter, store):
+        # Weight for weight the start model, so its answers are the start's: a second pass would
+        # only spend the time (a full evaluation of the real model; tests/test_rollout.py).
+        answered = {row["prompt_id"]: row for row in store.read_jsonl(start_rows.rows)}
+        generations = [
+            {key: answered[row["prompt_id"]][key] for key in ("completion", "tokens", "truncated")}
+            for row in prompts
+        ]
+    else:
+        model, tokenizer = load_with_adapter(base, adapter, store)
+        generations = generate(model, tokenizer, [row["prompt"] for row in prompts], config)
     rows = [
         {
             "prompt_id": prompt["prompt_id"],
