@@ -75,9 +75,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker more than there are cores. A third of the suite's time is spent
-    waiting (servers starting, a worker's poll, a heartbeat deadline, a lease running out): on two
-    cores, a third worker keeps both busy meanwhile (7 min 41 s against 9 min 36 s for two)."""
+    """`-n auto`: one worker more than there are cores. Much of the suite's time is spent waiting
+    (servers starting, a worker's poll, a heartbeat deadline, a lease running out), and with one
+    worker per core a core sat idle meanwhile (timings: docs/measurements.md)."""
     return len(os.sched_getaffinity(0)) + 1
 
 
