@@ -76,7 +76,7 @@ def direct_imports(module: str, root: Path = PROJECT_ROOT) -> set[str]:
     file = module_file(module, root)
     if file is None:
         raise ModuleNotFoundError(f"{module} is no module of the project at {root}")
-    names = _imported_names(module, file.name == "__init__.py", ast.parse(file.read_bytes()))
+    names, _ = _read_module(module, file.name == "__init__.py", file.read_bytes())
     return {name for name in names if module_file(name, root) is not None} - {module}
 
 
