@@ -114,6 +114,52 @@ def test_static_cache_pads_every_batch_to_one_shape_and_hands_back_the_callers(i
     assert tokens.tolist() == plain.tolist()  # same tokens, the caller's rows and columns
 
 
+@pytest.mark.parametrize("heads, kv_heads", [(4, 2), (9, 3)], ids=["tiny", "smollm2"])
+def test_grouped_decode_attention_is_sdpa_without_the_copy(heads: int, kv_heads: int) -> None:
+    from types import SimpleNamespace
+
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from tasks.training.attention import grouped_sdpa_forward
+
+    generator = torch.Generator().manual_seed(0)
+    rows, cached, dim = 3, 600, 64
+    query = torch.randn(rows, heads, 1, dim, generator=generator)
+    key, value = (torch.randn(rows, kv_heads, cached, dim, generator=generator) for _ in "kv")
+    # Left padding: the rows' prompts start 0, 5 and 20 tokens in.
+    mask = torch.arange(cached)[None, :] >= torch.tensor([0, 5, 20])[:, None]
+    mask = mask[:, None, None, :]
+    module = SimpleNamespace(num_key_value_groups=heads // kv_heads, is_causal=True)
+    expected, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=dim**-0.5)
+    grouped, _ = grouped_sdpa_forward(module, query, key, value, mask, scaling=dim**-0.5)
+    assert torch.equal(grouped, expected)
+
+
+def test_sampled_fast_decoding_is_the_model_s_own_token_for_token(inputs) -> None:
+    """Hot sampling from the same seed: any difference in a decode step's values would show as
+    a different token somewhere in 3 x 40 samples."""
+    import torch
+    from transformers import GenerationConfig
+
+    store, _, base = inputs
+    model, tokenizer = load_model_and_tokenizer(base, store)
+    encoded = _encoded(tokenizer)
+    config = GenerationConfig(
+        max_new_tokens=40, min_new_tokens=40, do_sample=True, temperature=1.0, top_k=0,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(5)
+    with torch.no_grad():
+        own = model.generate(**encoded, generation_config=config)
+    assert model.config._attn_implementation == "sdpa"
+    fast = RolloutModel(model, FAST)
+    assert fast.model.config._attn_implementation == "tucano_grouped_sdpa"
+    torch.manual_seed(5)
+    tokens = fast.generate(encoded["input_ids"], encoded["attention_mask"], config)
+    assert tokens.tolist() == own.tolist()
+
+
 def test_after_an_optimizer_step_sync_folds_in_the_new_adapter(inputs) -> None:
     import torch
 

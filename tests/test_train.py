@@ -155,3 +155,37 @@ def test_the_heldout_eval_samples_at_its_own_temperature(tmp_path) -> None:
     assert all(first == second for first, second in pairs(cold))
     assert any(first != second for first, second in pairs(hot))
     assert after_cold == 5.0
+
+
+def test_every_heldout_eval_draws_the_same_random_numbers(tmp_path) -> None:
+    """Sampled hot, the same model answers the held-out prompts the same way at every eval, so
+    two evals differ only where the model did; and an eval leaves training's random stream
+    where it was."""
+    import torch
+
+    from tasks.training.train import build_trainer
+
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+    training = TrainingConfig(
+        max_steps=1,
+        save_steps=1,
+        max_completion_length=12,
+        temperature=5.0,
+        heldout_prompts=3,
+        num_generations_eval=2,
+    )
+    run = build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")
+    torch.manual_seed(11)
+    untouched = torch.rand(4)
+    torch.manual_seed(11)
+    evals = []
+    for _ in range(2):
+        metrics = run.trainer.evaluate()
+        # TRL's log keeps adding; the eval's own answers are its last six (3 prompts x 2).
+        evals.append((list(run.trainer._logs["completion"])[-6:], metrics["eval_reward"]))
+    assert torch.equal(torch.rand(4), untouched)
+    (answers, reward), (again, reward_again) = evals
+    assert answers == again and reward == reward_again
+    # Hot enough that fresh draws would answer differently (the test above).
+    assert len(set(answers)) > 1

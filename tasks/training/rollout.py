@@ -7,7 +7,8 @@ every decoded token, and a cache that grows. On an H100 that was 95% of a GRPO s
 are the policy's own: each adapted layer's base weight (dequantized when the policy is 4-bit:
 the values the 4-bit matmul computes with) plus its LoRA delta, summed in float32 and rounded
 once to the compute dtype. The copy decodes into a static KV cache, which transformers compiles
-on a GPU.
+on a GPU; elsewhere its decode steps read the KV cache without copying it per query head
+(tasks/training/attention.py).
 
 Same weights, not importance sampling: the copy differs from what the loss computes with only
 by that one rounding per weight, the size of the kernel-order noise between a batched decode
@@ -22,6 +23,8 @@ import functools
 import importlib.util
 from types import ModuleType
 from typing import Any
+
+from tasks.training.attention import use_grouped_decode_attention
 
 FAST, PLAIN = "fast", "plain"
 
@@ -50,6 +53,9 @@ class RolloutModel:
         self.adapted = _adapted_layer_names(self.source) if self.fast else set()
         needs_copy = self.fast and (self.adapted or _is_quantized(self.source))
         self.model = _kept_bare_copy(self.source) if needs_copy else policy
+        if self.fast and not self.static_cache:
+            # A compiled static-cache graph is left as measured on the GPU (../shared/gpu).
+            use_grouped_decode_attention(self.model)
         self.synced_step: int | None = None
         if self.model is not policy:
             # What an optimizer step can change: adapted layers and anything left trainable.

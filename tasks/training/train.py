@@ -25,7 +25,7 @@ from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData, Train
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import UNSLOTH, load_policy, longest_prompt, machine_backend
 from tasks.training.checkpoints import RunCheckpoints
-from tasks.training.heldout import with_heldout_temperature
+from tasks.training.heldout import with_heldout_sampling
 from tasks.training.rollout import with_engine
 from tasks.training.stopping import StopRules
 
@@ -212,7 +212,7 @@ def build_trainer(
     keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
     trainer_class, extra, sampling_callbacks = _prompt_sampling(training, train_rows, seed, resume)
     trainer_class = with_engine(trainer_class, training.rollout_engine, prompt_width)
-    trainer_class = with_heldout_temperature(trainer_class, training.heldout_temperature)
+    trainer_class = with_heldout_sampling(trainer_class, training.heldout_temperature, seed)
     stateful: list[Any] = [keep_best, *sampling_callbacks]
     if training.task_weighting.enabled:
         stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
