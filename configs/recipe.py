@@ -347,7 +347,16 @@ class EvalConfig(_Strict):
     max_new_tokens: int = Field(
         512, gt=0, description="Token budget of an answer; a longer one is cut and scored so."
     )
-    batch_size: int = Field(16, gt=0, description="Prompts generated together.")
+    batch_size: int = Field(
+        16, gt=0, description="Prompts sampled together, from one seed: it sets the answers."
+    )
+    decode_rows: int = Field(
+        32,
+        gt=0,
+        description="Rows decoded in one forward pass without a static cache (CPU): the rows "
+        "of consecutive batches side by side, each answer still its batch's. Sets the speed, "
+        "never the answers.",
+    )
     seed: int = Field(0, description="Seed of the sampling: the same seed, the same answers.")
     rollout_engine: RolloutEngine = Field("fast", description=ROLLOUT_ENGINE_HELP)
 

@@ -21,6 +21,7 @@ from rewards.context import CONTEXT_KEYS
 from tasks.core.caching import ContentKey, cache_token
 from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
 from tasks.core.store import ArtifactStore
+from tasks.evaluation.decoding import decode_side_by_side
 from tasks.training.model import load_model_and_tokenizer
 from tasks.training.rollout import RolloutModel, completions_until_eos
 
@@ -57,8 +58,6 @@ def generate_batches(
 ) -> Iterator[list[dict[str, Any]]]:
     """`generate`, one batch at a time, for callers that keep each batch as it comes; `done`
     prompts were handled earlier (the progress bar starts there)."""
-    import torch
-
     tokenizer.padding_side = "left"
     generation_config = _generation_config(config, tokenizer)
     model.eval()
@@ -74,19 +73,32 @@ def generate_batches(
     progress = tqdm(
         total=done + len(prompts), initial=done, desc="generating", unit="prompt", disable=None
     )
-    for start in range(0, len(prompts), config.batch_size):
-        batch = texts[start : start + config.batch_size]
-        encoded = tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
-        encoded = encoded.to(model.device)
-        torch.manual_seed(config.seed + done + start)
-        generated = rollout.generate(
-            encoded["input_ids"],
-            encoded["attention_mask"],
-            generation_config,
-            width=width,
-            rows=config.batch_size,
+    # Each batch is sampled from a seed of its own, whichever way it is decoded.
+    batches = (
+        (
+            tokenizer(
+                texts[start : start + config.batch_size],
+                return_tensors="pt",
+                padding=True,
+                add_special_tokens=False,
+            ).to(model.device),
+            config.seed + done + start,
         )
-        completions = generated[:, encoded["input_ids"].shape[1] :]
+        for start in range(0, len(prompts), config.batch_size)
+    )
+    if rollout.fast and not rollout.static_cache:
+        answers = decode_side_by_side(
+            rollout.model,
+            ((encoded["input_ids"], encoded["attention_mask"], seed) for encoded, seed in batches),
+            generation_config,
+            config.decode_rows,
+        )
+    else:
+        answers = (
+            _generated(rollout, encoded, seed, generation_config, width, config.batch_size)
+            for encoded, seed in batches
+        )
+    for batch in answers:
         progress.update(len(batch))
         yield [
             {
@@ -94,9 +106,23 @@ def generate_batches(
                 "tokens": len(row),
                 "truncated": row[-1] != tokenizer.eos_token_id,
             }
-            for row in completions_until_eos(completions, [tokenizer.eos_token_id])
+            for row in batch
         ]
     progress.close()
+
+
+def _generated(
+    rollout: RolloutModel, encoded: Any, seed: int, generation_config: Any, width: int, rows: int
+) -> list[list[int]]:
+    """One batch's answers through the rollout engine's `generate`, seeded with `seed`."""
+    import torch
+
+    torch.manual_seed(seed)
+    generated = rollout.generate(
+        encoded["input_ids"], encoded["attention_mask"], generation_config, width=width, rows=rows
+    )
+    completions = generated[:, encoded["input_ids"].shape[1] :]
+    return completions_until_eos(completions, [generation_config.eos_token_id])
 
 
 def score_row(

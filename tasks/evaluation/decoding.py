@@ -1,0 +1,192 @@
+"""Evaluation's batches decoded side by side, each answer the one its batch alone gives.
+
+Evaluation answers its prompts in batches of `batch_size`, each sampled from a seed of its own,
+and a batch decodes until its longest answer ends. On a CPU a decode step reads every weight
+whatever the number of rows, so the rows whose answers ended, and the prompts waiting for the
+next batch, were time paid for nothing. Here the rows of consecutive batches share each forward
+pass, up to `rows` of them: a row leaves when its answer ends, and the next batch comes in
+(prefilled on its own, as before) as soon as its rows fit.
+
+Each answer is still the one its batch gives alone. A batch keeps a generator seeded as its
+`generate` call was and draws from it, at every step until its last answer ends, what
+`torch.multinomial` drew for the whole batch: on the CPU it samples row r as the argmax of
+p_r / q_r, q ~ Exp(1) drawn for all of the batch's rows at once. Sharing a forward pass with other
+rows changes only how much left padding a row's attention skips and the matmuls' row count,
+which the kernels sum in the same order (tests/test_decoding.py compares every token with
+transformers' `generate`; benchmarks/eval_speed.py every answer and score of the real model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class _Batch:
+    """One `generate` call's worth of prompts: its generator and its answers so far."""
+
+    size: int
+    generator: Any
+    answers: list[list[int]] = field(default_factory=list)
+    live: int = 0
+
+
+class _Rows:
+    """The rows in flight: their KV cache, attention mask, next positions, last tokens, and the
+    (batch, row) each one answers for."""
+
+    def __init__(self) -> None:
+        self.cache: Any = None
+        self.mask: Any = None
+        self.positions: Any = None
+        self.last: Any = None
+        self.owners: list[tuple[int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self.owners)
+
+    def add(self, cache: Any, mask: Any, last: Any, owners: list[tuple[int, int]]) -> None:
+        """Rows whose prompts were just prefilled; the shorter side is left-padded (masked)."""
+        import torch
+        from transformers.cache_utils import DynamicLayer
+
+        if any(type(layer) is not DynamicLayer for layer in cache.layers):
+            raise ValueError(
+                "side-by-side decoding joins plain KV caches; this model's layers cache "
+                f"{sorted({type(layer).__name__ for layer in cache.layers})}"
+            )
+        positions = mask.sum(-1)
+        if not self.owners:
+            self.cache, self.mask, self.positions, self.last = cache, mask, positions, last
+            self.owners = owners
+            return
+        width = max(self.mask.shape[1], mask.shape[1])
+        ours, theirs = width - self.mask.shape[1], width - mask.shape[1]
+        for layer, other in zip(self.cache.layers, cache.layers, strict=True):
+            layer.keys = torch.cat([_left_pad(layer.keys, ours), _left_pad(other.keys, theirs)])
+            layer.values = torch.cat(
+                [_left_pad(layer.values, ours), _left_pad(other.values, theirs)]
+            )
+        self.mask = torch.cat([_left_pad(self.mask, ours), _left_pad(mask, theirs)])
+        self.positions = torch.cat([self.positions, positions])
+        self.last = torch.cat([self.last, last])
+        self.owners += owners
+
+    def keep(self, kept: list[int]) -> None:
+        """Only the `kept` rows stay; columns that are padding in every one of them go."""
+        import torch
+
+        index = torch.tensor(kept, dtype=torch.long)
+        self.owners = [self.owners[i] for i in kept]
+        if not kept:
+            self.cache = self.mask = self.positions = self.last = None
+            return
+        self.positions, self.last = self.positions[index], self.last[index]
+        self.mask = self.mask[index]
+        first = int(self.mask.any(0).nonzero()[0])
+        self.mask = self.mask[:, first:]
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[index, :, first:]
+            layer.values = layer.values[index, :, first:]
+
+
+def _left_pad(tensor: Any, columns: int) -> Any:
+    """`columns` zeros before the sequence dimension (the last of a mask, the third of a KV)."""
+    import torch
+
+    if not columns:
+        return tensor
+    shape = list(tensor.shape)
+    dim = 1 if tensor.dim() == 2 else 2
+    shape[dim] = columns
+    return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
+
+
+def decode_side_by_side(
+    model: Any,
+    batches: Iterable[tuple[Any, Any, int]],
+    generation_config: Any,
+    rows: int,
+) -> Iterator[list[list[int]]]:
+    """For each (left-padded input ids, attention mask, seed) batch, in order, its answers'
+    tokens (each up to and including its end-of-sequence token), as `model.generate` samples
+    them after `torch.manual_seed(seed)`. Up to `rows` rows decode together; a batch larger than
+    that decodes alone."""
+    import torch
+    from transformers import DynamicCache
+
+    config = generation_config
+    if config.do_sample and (config.top_k or 0) > 0:
+        raise ValueError("side-by-side decoding samples with top_k 0, as evaluation does")
+    eos = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
+    ends = torch.tensor(eos)
+    pending = iter(batches)
+    waiting = next(pending, None)
+    states: dict[int, _Batch] = {}
+    flight, admitted, handed = _Rows(), 0, 0
+
+    def forward(input_ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
+        output = model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return output.logits[:, -1].to(dtype=torch.float32)
+
+    def choose(logits: Any, owners: list[tuple[int, int]]) -> Any:
+        """One token per row: each batch's rows from its own draws."""
+        if not config.do_sample:
+            return logits.argmax(-1)
+        scores = logits / config.temperature if config.temperature != 1.0 else logits
+        if config.top_p is not None and config.top_p < 1.0:
+            from transformers.generation.logits_process import TopPLogitsWarper
+
+            scores = TopPLogitsWarper(config.top_p)(None, scores)
+        probs = torch.softmax(scores, dim=-1)
+        tokens = torch.empty(len(owners), dtype=torch.long)
+        for number in dict.fromkeys(batch for batch, _ in owners):
+            state = states[number]
+            mine = [i for i, (batch, _) in enumerate(owners) if batch == number]
+            draws = torch.empty(state.size, probs.shape[1]).exponential_(generator=state.generator)
+            rows_of_batch = torch.tensor([owners[i][1] for i in mine])
+            tokens[mine] = (probs[mine] / draws[rows_of_batch]).argmax(-1)
+        return tokens
+
+    with torch.no_grad():
+        while waiting is not None or flight:
+            while waiting is not None and (not flight or len(flight) + len(waiting[0]) <= rows):
+                input_ids, mask, seed = waiting
+                generator = torch.Generator().manual_seed(seed)
+                states[admitted] = _Batch(len(input_ids), generator, [[] for _ in input_ids])
+                positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+                cache = DynamicCache(config=model.config)
+                logits = forward(input_ids, mask, positions, cache)
+                owners = [(admitted, row) for row in range(len(input_ids))]
+                flight.add(cache, mask, choose(logits, owners), owners)
+                states[admitted].live = len(input_ids)
+                admitted += 1
+                waiting = next(pending, None)
+            kept = []
+            for i, (batch, row) in enumerate(flight.owners):
+                answer = states[batch].answers[row]
+                answer.append(int(flight.last[i]))
+                if bool(torch.isin(flight.last[i], ends)) or len(answer) == config.max_new_tokens:
+                    states[batch].live -= 1
+                else:
+                    kept.append(i)
+            flight.keep(kept)
+            while handed in states and not states[handed].live:
+                yield states.pop(handed).answers
+                handed += 1
+            if flight:
+                flight.mask = torch.cat([flight.mask, flight.mask.new_ones(len(flight), 1)], 1)
+                logits = forward(
+                    flight.last[:, None], flight.mask, flight.positions[:, None], flight.cache
+                )
+                flight.positions = flight.positions + 1
+                flight.last = choose(logits, flight.owners)

@@ -1,0 +1,114 @@
+"""Batches decoded side by side give every token that each batch's own `generate` gives."""
+
+from __future__ import annotations
+
+import pytest
+
+from configs.recipe import EvalConfig
+from tasks.core.store import ArtifactStore
+from tasks.evaluation.decoding import decode_side_by_side
+from tasks.evaluation.evaluate import generate
+from tasks.training.model import load_model_and_tokenizer
+from tasks.training.rollout import FAST, PLAIN
+
+from .conftest import small_training_inputs
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    store = ArtifactStore(tmp_path_factory.mktemp("decoding-store"))
+    data, base = small_training_inputs(store)
+    model, tokenizer = load_model_and_tokenizer(base, store)
+    model.eval()
+    prompts = [row["prompt"] for row in store.read_jsonl(data.eval)]
+    prompts += [row["prompt"] for row in store.read_jsonl(data.train)[:5]]
+    return model, tokenizer, prompts
+
+
+def _batches(tokenizer, prompts, size: int, seed: int):
+    tokenizer.padding_side = "left"
+    texts = [
+        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+        for p in prompts
+    ]
+    for start in range(0, len(texts), size):
+        encoded = tokenizer(
+            texts[start : start + size], return_tensors="pt", padding=True, add_special_tokens=False
+        )
+        yield encoded["input_ids"], encoded["attention_mask"], seed + start
+
+
+def _config(tokenizer, *, temperature: float, ends: list[int], top_p: float = 1.0):
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        max_new_tokens=24, do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
+        eos_token_id=ends, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+
+
+def _own_generate(model, batches, config) -> list[list[list[int]]]:
+    """Each batch through transformers' `generate`, seeded as evaluation seeds it."""
+    import torch
+
+    from tasks.training.rollout import completions_until_eos
+
+    answers = []
+    for input_ids, mask, seed in batches:
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=config)
+        answers.append(completions_until_eos(out[:, input_ids.shape[1] :], config.eos_token_id))
+    return answers
+
+
+@pytest.mark.parametrize(
+    "temperature, top_p, rows",
+    [(1.0, 1.0, 4), (0.1, 1.0, 5), (1.0, 0.9, 64), (1.0, 1.0, 1)],
+    ids=["hot-4-rows", "eval-temperature-5-rows", "top-p-all-rows", "one-row-a-batch-alone"],
+)
+def test_side_by_side_gives_each_batch_s_own_tokens(tiny, temperature, top_p, rows) -> None:
+    model, tokenizer, prompts = tiny
+    # Frequent tokens end answers too, so answers end at many lengths and rows leave and join
+    # the pass at different steps.
+    common = _common_tokens(tokenizer, prompts, 30)
+    config = _config(
+        tokenizer, temperature=temperature, top_p=top_p, ends=[tokenizer.eos_token_id, *common]
+    )
+    own = _own_generate(model, _batches(tokenizer, prompts, 3, 11), config)
+    together = list(decode_side_by_side(model, _batches(tokenizer, prompts, 3, 11), config, rows))
+    assert together == own
+    lengths = {len(answer) for batch in own for answer in batch}
+    assert len(lengths) >= 3 and max(lengths) == 24  # ended at several lengths, and cut
+
+
+def _common_tokens(tokenizer, prompts, count: int) -> list[int]:
+    from collections import Counter
+
+    text = " ".join(message["content"] for prompt in prompts for message in prompt)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return [token for token, _ in Counter(ids).most_common(count + 1)[1:]]
+
+
+def test_evaluation_s_answers_are_the_plain_engine_s(tiny) -> None:
+    """The product's `generate` (side by side, on the CPU) against the plain engine (each batch
+    through the model's own `generate`), sampled hot so that any difference shows."""
+    model, tokenizer, prompts = tiny
+    config = EvalConfig(temperature=1.5, max_new_tokens=20, batch_size=3, decode_rows=7, seed=3)
+    fast = generate(model, tokenizer, prompts, config.model_copy(update={"rollout_engine": FAST}))
+    plain = generate(model, tokenizer, prompts, config.model_copy(update={"rollout_engine": PLAIN}))
+    assert fast == plain
+    assert len({row["completion"] for row in fast}) == len(prompts)
+
+
+def test_a_cache_that_is_not_plain_is_refused() -> None:
+    """A sliding-window layer keeps only its window: joining and trimming rows as plain caches
+    would silently break it."""
+    import torch
+    from transformers.cache_utils import Cache, DynamicSlidingWindowLayer
+
+    from tasks.evaluation.decoding import _Rows
+
+    cache = Cache(layers=[DynamicSlidingWindowLayer(sliding_window=8)])
+    with pytest.raises(ValueError, match="DynamicSlidingWindowLayer"):
+        _Rows().add(cache, torch.ones(1, 4, dtype=torch.long), torch.zeros(1), [(0, 0)])
