@@ -101,14 +101,18 @@ def test_evaluation_s_answers_are_the_plain_engine_s(tiny) -> None:
     assert len({row["completion"] for row in fast}) == len(prompts)
 
 
-def test_a_cache_that_is_not_plain_is_refused() -> None:
-    """A sliding-window layer keeps only its window: joining and trimming rows as plain caches
+def test_a_model_that_does_not_cache_every_layer_whole_is_refused() -> None:
+    """A sliding-window layer keeps only its window: joining and trimming rows as whole caches
     would silently break it."""
-    import torch
-    from transformers.cache_utils import Cache, DynamicSlidingWindowLayer
+    from types import SimpleNamespace
 
-    from tasks.evaluation.decoding import _Rows
+    from transformers import Qwen2Config
 
-    cache = Cache(layers=[DynamicSlidingWindowLayer(sliding_window=8)])
+    from tasks.evaluation.decoding import _prefill_cache
+
+    config = Qwen2Config(
+        num_hidden_layers=2, use_sliding_window=True, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"],
+    )  # fmt: skip
     with pytest.raises(ValueError, match="DynamicSlidingWindowLayer"):
-        _Rows().add(cache, torch.ones(1, 4, dtype=torch.long), torch.zeros(1), [(0, 0)])
+        _prefill_cache(SimpleNamespace(config=config), 4)
