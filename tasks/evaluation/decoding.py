@@ -18,18 +18,25 @@ transformers' `generate`; benchmarks/eval_speed.py every answer and score of the
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 
-def _growing_layer(headroom: int) -> Any:
+@functools.cache
+def _growing_layer_class() -> type:
     """A transformers cache layer whose keys and values are views of buffers with `headroom`
     columns to spare: a decode step writes its one new column in place. Growing by `torch.cat`
-    copied the whole cache at every step: 43% of a side-by-side step of SmolLM2 at 32 rows."""
+    copied the whole cache at every step: 43% of a side-by-side step of SmolLM2 at 32 rows.
+    Made when first asked, so that importing this module does not import transformers."""
     from transformers.cache_utils import DynamicLayer
 
     class GrowingLayer(DynamicLayer):
+        def __init__(self, headroom: int) -> None:
+            super().__init__()
+            self.headroom = headroom
+
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
@@ -49,13 +56,13 @@ def _growing_layer(headroom: int) -> Any:
             length = self.keys.shape[-2]
             self.buffers = []
             for tensor in (self.keys, self.values):
-                shape = (*tensor.shape[:-2], length + needed + headroom, tensor.shape[-1])
+                shape = (*tensor.shape[:-2], length + needed + self.headroom, tensor.shape[-1])
                 buffer = tensor.new_empty(shape)
                 buffer[..., :length, :] = tensor
                 self.buffers.append(buffer)
             self.keys, self.values = (buffer[..., :length, :] for buffer in self.buffers)
 
-    return GrowingLayer()
+    return GrowingLayer
 
 
 @dataclass
@@ -149,7 +156,8 @@ def _prefill_cache(model: Any, headroom: int) -> Any:
             "side-by-side decoding joins plain KV caches; this model's layers cache "
             f"{sorted({type(layer).__name__ for layer in plain.layers})}"
         )
-    return Cache(layers=[_growing_layer(headroom) for _ in plain.layers])
+    growing = _growing_layer_class()
+    return Cache(layers=[growing(headroom) for _ in plain.layers])
 
 
 def decode_side_by_side(
