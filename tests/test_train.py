@@ -2,6 +2,7 @@
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,22 +128,9 @@ def test_grpo_trains_and_holds_out_only_the_recipe_s_tasks(tmp_path) -> None:
 def test_the_heldout_eval_samples_at_its_own_temperature(tmp_path) -> None:
     """Near-greedy held-out sampling gives a prompt the same answer twice; the rollouts' hot
     sampling does not, and training samples hot again after the eval."""
-    from tasks.training.train import build_trainer
-
-    store = ArtifactStore(tmp_path / "store")
-    data, base = small_training_inputs(store)
 
     def heldout_answers(heldout_temperature: float | None) -> tuple[list[str], float]:
-        training = TrainingConfig(
-            max_steps=1,
-            save_steps=1,
-            max_completion_length=12,
-            temperature=5.0,
-            heldout_prompts=3,
-            num_generations_eval=2,
-            heldout_temperature=heldout_temperature,
-        )
-        run = build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")
+        run = _hot_trainer_with_heldout(tmp_path, heldout_temperature)
         run.trainer.evaluate()
         return list(run.trainer._logs["completion"]), run.trainer.generation_config.temperature
 
@@ -163,19 +151,7 @@ def test_every_heldout_eval_draws_the_same_random_numbers(tmp_path) -> None:
     where it was."""
     import torch
 
-    from tasks.training.train import build_trainer
-
-    store = ArtifactStore(tmp_path / "store")
-    data, base = small_training_inputs(store)
-    training = TrainingConfig(
-        max_steps=1,
-        save_steps=1,
-        max_completion_length=12,
-        temperature=5.0,
-        heldout_prompts=3,
-        num_generations_eval=2,
-    )
-    run = build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")
+    run = _hot_trainer_with_heldout(tmp_path, None)
     torch.manual_seed(11)
     untouched = torch.rand(4)
     torch.manual_seed(11)
@@ -189,3 +165,21 @@ def test_every_heldout_eval_draws_the_same_random_numbers(tmp_path) -> None:
     assert answers == again and reward == reward_again
     # Hot enough that fresh draws would answer differently (the test above).
     assert len(set(answers)) > 1
+
+
+def _hot_trainer_with_heldout(tmp_path: Path, heldout_temperature: float | None) -> Any:
+    """A trainer whose rollouts sample at 5.0, with 3 held-out prompts answered twice each."""
+    from tasks.training.train import build_trainer
+
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+    training = TrainingConfig(
+        max_steps=1,
+        save_steps=1,
+        max_completion_length=12,
+        temperature=5.0,
+        heldout_prompts=3,
+        num_generations_eval=2,
+        heldout_temperature=heldout_temperature,
+    )
+    return build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -67,12 +67,12 @@ def _growing_layer_class() -> type:
 
 @dataclass
 class _Batch:
-    """One `generate` call's worth of prompts: its generator and its answers so far."""
+    """One `generate` call's worth of prompts: its generator, its answers so far, and how many
+    of them have not ended."""
 
-    size: int
     generator: Any
-    answers: list[list[int]] = field(default_factory=list)
-    live: int = 0
+    answers: list[list[int]]
+    live: int
 
 
 class _Rows:
@@ -207,7 +207,8 @@ def decode_side_by_side(
         for number in dict.fromkeys(batch for batch, _ in owners):
             state = states[number]
             mine = [i for i, (batch, _) in enumerate(owners) if batch == number]
-            draws = torch.empty(state.size, probs.shape[1]).exponential_(generator=state.generator)
+            draws = torch.empty(len(state.answers), probs.shape[1])
+            draws.exponential_(generator=state.generator)
             rows_of_batch = torch.tensor([owners[i][1] for i in mine])
             tokens[mine] = (probs[mine] / draws[rows_of_batch]).argmax(-1)
         return tokens
@@ -217,13 +218,12 @@ def decode_side_by_side(
             while waiting is not None and (not flight or len(flight) + len(waiting[0]) <= rows):
                 input_ids, mask, seed = waiting
                 generator = torch.Generator().manual_seed(seed)
-                states[admitted] = _Batch(len(input_ids), generator, [[] for _ in input_ids])
+                states[admitted] = _Batch(generator, [[] for _ in input_ids], len(input_ids))
                 positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
                 cache = _prefill_cache(model, config.max_new_tokens)
                 logits = forward(input_ids, mask, positions, cache)
                 owners = [(admitted, row) for row in range(len(input_ids))]
                 flight.add(cache, mask, choose(logits, owners), owners)
-                states[admitted].live = len(input_ids)
                 admitted += 1
                 waiting = next(pending, None)
             kept = []

@@ -66,10 +66,6 @@ def generate_batches(
         tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
         for p in prompts
     ]
-    # One shape for every batch, so a compiled engine compiles once.
-    width = max(
-        (len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]), default=0
-    )
     progress = tqdm(
         total=done + len(prompts), initial=done, desc="generating", unit="prompt", disable=None
     )
@@ -94,6 +90,11 @@ def generate_batches(
             config.decode_rows,
         )
     else:
+        # One shape for every batch, so a compiled engine compiles once.
+        width = max(
+            (len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]),
+            default=0,
+        )
         answers = (
             _generated(rollout, encoded, seed, generation_config, width, config.batch_size)
             for encoded, seed in batches
