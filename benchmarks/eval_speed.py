@@ -65,7 +65,7 @@ def run(recipe_file: str, prompts: int, repeats: int, rows_per_pass: int, store_
     taken: dict[str, int] = defaultdict(int)
     rows = []
     for row in store.read_jsonl(data.eval):  # the split's own order, as evaluation runs it
-        if taken[row["task"]] < prompts:
+        if not prompts or taken[row["task"]] < prompts:
             taken[row["task"]] += 1
             rows.append(row)
     config = recipe.evaluation.model_copy(
@@ -83,10 +83,11 @@ def run(recipe_file: str, prompts: int, repeats: int, rows_per_pass: int, store_
     seconds = {name: min(run["seconds"] for run in runs) for name, runs in results.items()}
     before, after = results["before"][0]["answers"], results["after"][0]["answers"]
     print(
-        f"\nEvaluation of {recipe.name}'s base model on {len(rows)} eval prompts ({prompts} a "
-        f"task) in one call, batches of {config.batch_size} ({config.decode_rows} rows a pass "
-        f"after), up to {config.max_new_tokens} new tokens at temperature "
-        f"{config.temperature}, {torch.get_num_threads()} threads, CPU; fastest of {repeats}.\n"
+        f"\nEvaluation of {recipe.name}'s base model on {len(rows)} eval prompts "
+        f"({prompts or 'all'} a task) in one call, batches of {config.batch_size} "
+        f"({config.decode_rows} rows a pass after), up to {config.max_new_tokens} new tokens at "
+        f"temperature {config.temperature}, {torch.get_num_threads()} threads, CPU; fastest of "
+        f"{repeats}.\n"
     )
     print(
         f"| before | after | ratio |\n|---:|---:|---:|\n| {seconds['before']:.1f} s "
@@ -111,7 +112,9 @@ def run(recipe_file: str, prompts: int, repeats: int, rows_per_pass: int, store_
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="cpu_smol.yaml")
-    parser.add_argument("--prompts", type=int, default=8, help="eval prompts of each task")
+    parser.add_argument(
+        "--prompts", type=int, default=8, help="eval prompts of each task; 0 = the whole split"
+    )
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--rows", type=int, default=0, help="decode_rows (default: the recipe's)")
     parser.add_argument("--store", type=Path, help="artifact store to keep the model in")

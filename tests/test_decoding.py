@@ -22,7 +22,13 @@ def tiny(tmp_path_factory):
     model.eval()
     prompts = [row["prompt"] for row in store.read_jsonl(data.eval)]
     prompts += [row["prompt"] for row in store.read_jsonl(data.train)[:5]]
-    return model, tokenizer, prompts
+    # Six train prompts of each of two tasks, grouped by task as the eval split is.
+    train = store.read_jsonl(data.train)
+    by_task = [
+        [row["prompt"] for row in train if row["task"] == task][:6]
+        for task in ("extraction", "sql_qa")
+    ]
+    return model, tokenizer, prompts, by_task[0] + by_task[1]
 
 
 def _batches(tokenizer, prompts, size: int, seed: int):
@@ -68,7 +74,7 @@ def _own_generate(model, batches, config) -> list[list[list[int]]]:
     ids=["hot-4-rows", "eval-temperature-5-rows", "top-p-all-rows", "one-row-a-batch-alone"],
 )
 def test_side_by_side_gives_each_batch_s_own_tokens(tiny, temperature, top_p, rows) -> None:
-    model, tokenizer, prompts = tiny
+    model, tokenizer, prompts, _ = tiny
     # Frequent tokens end answers too, so answers end at many lengths and rows leave and join
     # the pass at different steps.
     common = _common_tokens(tokenizer, prompts, 30)
@@ -82,6 +88,42 @@ def test_side_by_side_gives_each_batch_s_own_tokens(tiny, temperature, top_p, ro
     assert len(lengths) >= 3 and max(lengths) == 24  # ended at several lengths, and cut
 
 
+def test_a_shared_system_message_is_prefilled_once_and_every_token_stays(tiny) -> None:
+    """Batches of one task's prompts start with the same system message: prefilled once, then
+    each row's own tokens after it, the answers are still each batch's own."""
+    from tasks.evaluation.decoding import MIN_SHARED_PREFIX, _shared_prefix
+
+    model, tokenizer, _, prompts = tiny
+    batches = list(_batches(tokenizer, prompts, 3, 5))
+    assert all(_shared_prefix(ids, mask) >= MIN_SHARED_PREFIX for ids, mask, _ in batches)
+    common = _common_tokens(tokenizer, prompts, 30)
+    config = _config(tokenizer, temperature=1.0, ends=[tokenizer.eos_token_id, *common])
+    together = list(decode_side_by_side(model, iter(batches), config, 6))
+    assert together == _own_generate(model, batches, config)
+
+
+def test_prefilling_the_shared_tokens_once_gives_the_logits_of_the_whole_prompts(
+    tiny, monkeypatch
+) -> None:
+    """Up to float rounding (the shared tokens' keys are computed in a pass of their own and
+    each row's padding sits after them): a wrong position or mask would move them by far more."""
+    import torch
+
+    from tasks.evaluation import decoding
+
+    model, tokenizer, _, prompts = tiny
+    for input_ids, mask, _ in _batches(tokenizer, prompts, 3, 0):
+        assert decoding._shared_prefix(input_ids, mask) >= decoding.MIN_SHARED_PREFIX
+        with torch.no_grad():
+            once, _ = decoding._prefill(model, input_ids, mask, decoding._prefill_cache(model, 4))
+            with monkeypatch.context() as patch:
+                patch.setattr(decoding, "MIN_SHARED_PREFIX", input_ids.shape[1])
+                whole, _ = decoding._prefill(
+                    model, input_ids, mask, decoding._prefill_cache(model, 4)
+                )
+        torch.testing.assert_close(once, whole, rtol=0, atol=1e-6)
+
+
 def _common_tokens(tokenizer, prompts, count: int) -> list[int]:
     from collections import Counter
 
@@ -93,7 +135,7 @@ def _common_tokens(tokenizer, prompts, count: int) -> list[int]:
 def test_evaluation_s_answers_are_the_plain_engine_s(tiny) -> None:
     """The product's `generate` (side by side, on the CPU) against the plain engine (each batch
     through the model's own `generate`), sampled hot so that any difference shows."""
-    model, tokenizer, prompts = tiny
+    model, tokenizer, prompts, _ = tiny
     config = EvalConfig(temperature=1.5, max_new_tokens=20, batch_size=3, decode_rows=7, seed=3)
     fast = generate(model, tokenizer, prompts, config.model_copy(update={"rollout_engine": FAST}))
     plain = generate(model, tokenizer, prompts, config.model_copy(update={"rollout_engine": PLAIN}))

@@ -5,7 +5,8 @@ and a batch decodes until its longest answer ends. On a CPU a decode step reads 
 whatever the number of rows, so the rows whose answers ended, and the prompts waiting for the
 next batch, were time paid for nothing. Here the rows of consecutive batches share each forward
 pass, up to `rows` of them: a row leaves when its answer ends, and the next batch comes in
-(prefilled on its own, as before) as soon as its rows fit.
+(prefilled on its own) as soon as its rows fit. A batch's prefill reads the tokens its rows all
+start with (a task's system message) once.
 
 Each answer is still the one its batch gives alone. A batch keeps a generator seeded as its
 `generate` call was and draws from it, at every step until its last answer ends, what
@@ -14,6 +15,9 @@ p_r / q_r, q ~ Exp(1) drawn for all of the batch's rows at once. Sharing a forwa
 rows changes only how much left padding a row's attention skips and the matmuls' row count,
 which the kernels sum in the same order (tests/test_decoding.py compares every token with
 transformers' `generate`; benchmarks/eval_speed.py every answer and score of the real model).
+The shared tokens' keys and values, computed in a pass of their own, are the whole prompt's up
+to float rounding (6e-8 on the tiny test model's logits); an answer could change only where two
+tokens' sampling scores tie that closely, which the benchmark checks on the real model.
 """
 
 from __future__ import annotations
@@ -144,6 +148,33 @@ def _left_pad(tensor: Any, columns: int) -> Any:
     return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
 
 
+# Below this, prefilling the shared tokens apart saves less than the extra pass costs.
+MIN_SHARED_PREFIX = 16
+
+
+def _shared_prefix(input_ids: Any, mask: Any) -> int:
+    """How many tokens every row of a left-padded batch starts with, leaving each row at least
+    its last token (whose logits start its answer)."""
+    lengths = mask.sum(-1)
+    shortest = int(lengths.min()) - 1
+    starts = (mask.shape[1] - lengths).tolist()
+    first = input_ids[0, starts[0] : starts[0] + shortest]
+    for row, start in enumerate(starts[1:], 1):
+        differs = (input_ids[row, start : start + shortest] != first).nonzero()
+        if len(differs):
+            shortest = int(differs[0])
+            first = first[:shortest]
+    return shortest
+
+
+def _shared_columns(mask: Any, shared: int) -> Any:
+    """For each row of a left-padded batch, the columns of its first `shared` tokens."""
+    import torch
+
+    starts = mask.shape[1] - mask.sum(-1)
+    return starts[:, None] + torch.arange(shared)[None]
+
+
 def _prefill_cache(model: Any, headroom: int) -> Any:
     """A fresh cache of growing layers, one per decoder layer, for a model that caches every
     layer whole; anything else (sliding windows, linear attention) is refused."""
@@ -158,6 +189,48 @@ def _prefill_cache(model: Any, headroom: int) -> Any:
         )
     growing = _growing_layer_class()
     return Cache(layers=[growing(headroom) for _ in plain.layers])
+
+
+def _forward(model: Any, input_ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
+    """The last position's logits, the cache extended by `input_ids`."""
+    import torch
+
+    output = model(
+        input_ids=input_ids,
+        attention_mask=mask,
+        position_ids=positions,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    return output.logits[:, -1].to(dtype=torch.float32)
+
+
+def _prefill(model: Any, input_ids: Any, mask: Any, cache: Any) -> tuple[Any, Any]:
+    """A left-padded batch's last logits, and its mask as the cache then holds it: the tokens
+    every row starts with (a task's system message: 319 of an extraction prompt's ~480) once,
+    then each row's own, so that the shared tokens come first and a row's padding after them."""
+    import torch
+
+    shared = _shared_prefix(input_ids, mask)
+    if shared < MIN_SHARED_PREFIX:
+        positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        return _forward(model, input_ids, mask, positions, cache), mask
+    start = int((mask[0] == 0).sum())
+    _forward(model, input_ids[:1, start : start + shared], None, torch.arange(shared)[None], cache)
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(len(input_ids), -1, -1, -1)
+        layer.values = layer.values.expand(len(input_ids), -1, -1, -1)
+        layer.reserve(mask.shape[1])
+    # Each row's own tokens, right-aligned as the prompts are; what was its padding or its copy
+    # of the shared tokens is masked.
+    own = mask.clone()
+    own[torch.arange(len(mask))[:, None], _shared_columns(mask, shared)] = 0
+    width = int(own.any(0).long().argmax())
+    own = own[:, width:]
+    joined = torch.cat([own.new_ones(len(own), shared), own], 1)
+    positions = (joined.long().cumsum(-1) - 1)[:, shared:].masked_fill(own == 0, 0)
+    return _forward(model, input_ids[:, width:], joined, positions, cache), joined
 
 
 def decode_side_by_side(
@@ -181,17 +254,6 @@ def decode_side_by_side(
     waiting = next(pending, None)
     states: dict[int, _Batch] = {}
     flight, admitted, handed = _Rows(), 0, 0
-
-    def forward(input_ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
-        output = model(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        return output.logits[:, -1].to(dtype=torch.float32)
 
     def choose(logits: Any, owners: list[tuple[int, int]]) -> Any:
         """One token per row: each batch's rows from its own draws."""
@@ -219,9 +281,8 @@ def decode_side_by_side(
                 input_ids, mask, seed = waiting
                 generator = torch.Generator().manual_seed(seed)
                 states[admitted] = _Batch(generator, [[] for _ in input_ids], len(input_ids))
-                positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
                 cache = _prefill_cache(model, config.max_new_tokens)
-                logits = forward(input_ids, mask, positions, cache)
+                logits, mask = _prefill(model, input_ids, mask, cache)
                 owners = [(admitted, row) for row in range(len(input_ids))]
                 flight.add(cache, mask, choose(logits, owners), owners)
                 admitted += 1
@@ -242,8 +303,12 @@ def decode_side_by_side(
                 handed += 1
             if flight:
                 flight.mask = torch.cat([flight.mask, flight.mask.new_ones(len(flight), 1)], 1)
-                logits = forward(
-                    flight.last[:, None], flight.mask, flight.positions[:, None], flight.cache
+                logits = _forward(
+                    model,
+                    flight.last[:, None],
+                    flight.mask,
+                    flight.positions[:, None],
+                    flight.cache,
                 )
                 flight.positions = flight.positions + 1
                 flight.last = choose(logits, flight.owners)
