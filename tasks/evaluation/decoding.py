@@ -148,7 +148,8 @@ def _left_pad(tensor: Any, columns: int) -> Any:
     return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
 
 
-# Below this, prefilling the shared tokens apart saves less than the extra pass costs.
+# Batches of mixed tasks share only the chat template's first tokens: not worth a pass of their
+# own. A task's system message is hundreds.
 MIN_SHARED_PREFIX = 16
 
 
@@ -212,22 +213,23 @@ def _prefill(model: Any, input_ids: Any, mask: Any, cache: Any) -> tuple[Any, An
     then each row's own, so that the shared tokens come first and a row's padding after them."""
     import torch
 
-    shared = _shared_prefix(input_ids, mask)
+    # A batch of one row has nothing to share.
+    shared = _shared_prefix(input_ids, mask) if len(input_ids) > 1 else 0
     if shared < MIN_SHARED_PREFIX:
         positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
         return _forward(model, input_ids, mask, positions, cache), mask
-    start = int((mask[0] == 0).sum())
-    _forward(model, input_ids[:1, start : start + shared], None, torch.arange(shared)[None], cache)
-    for layer in cache.layers:
-        layer.keys = layer.keys.expand(len(input_ids), -1, -1, -1)
-        layer.values = layer.values.expand(len(input_ids), -1, -1, -1)
-        layer.reserve(mask.shape[1])
     # Each row's own tokens, right-aligned as the prompts are; what was its padding or its copy
     # of the shared tokens is masked.
     own = mask.clone()
     own[torch.arange(len(mask))[:, None], _shared_columns(mask, shared)] = 0
     width = int(own.any(0).long().argmax())
     own = own[:, width:]
+    start = int((mask[0] == 0).sum())
+    _forward(model, input_ids[:1, start : start + shared], None, torch.arange(shared)[None], cache)
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(len(input_ids), -1, -1, -1)
+        layer.values = layer.values.expand(len(input_ids), -1, -1, -1)
+        layer.reserve(own.shape[1])
     joined = torch.cat([own.new_ones(len(own), shared), own], 1)
     positions = (joined.long().cumsum(-1) - 1)[:, shared:].masked_fill(own == 0, 0)
     return _forward(model, input_ids[:, width:], joined, positions, cache), joined
