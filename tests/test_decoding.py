@@ -95,7 +95,10 @@ def test_a_shared_system_message_is_prefilled_once_and_every_token_stays(tiny) -
 
     model, tokenizer, _, prompts = tiny
     batches = list(_batches(tokenizer, prompts, 3, 5))
-    assert all(_shared_prefix(ids, mask) >= MIN_SHARED_PREFIX for ids, mask, _ in batches)
+    assert all(
+        _shared_prefix(ids, (mask.shape[1] - mask.sum(-1)).tolist()) >= MIN_SHARED_PREFIX
+        for ids, mask, _ in batches
+    )
     common = _common_tokens(tokenizer, prompts, 30)
     config = _config(tokenizer, temperature=1.0, ends=[tokenizer.eos_token_id, *common])
     together = list(decode_side_by_side(model, iter(batches), config, 6))
@@ -113,7 +116,10 @@ def test_prefilling_the_shared_tokens_once_gives_the_logits_of_the_whole_prompts
 
     model, tokenizer, _, prompts = tiny
     for input_ids, mask, _ in _batches(tokenizer, prompts, 3, 0):
-        assert decoding._shared_prefix(input_ids, mask) >= decoding.MIN_SHARED_PREFIX
+        assert (
+            decoding._shared_prefix(input_ids, (mask.shape[1] - mask.sum(-1)).tolist())
+            >= decoding.MIN_SHARED_PREFIX
+        )
         with torch.no_grad():
             once, _ = decoding._prefill(model, input_ids, mask, decoding._prefill_cache(model, 4))
             with monkeypatch.context() as patch:

@@ -153,12 +153,10 @@ def _left_pad(tensor: Any, columns: int) -> Any:
 MIN_SHARED_PREFIX = 16
 
 
-def _shared_prefix(input_ids: Any, mask: Any) -> int:
-    """How many tokens every row of a left-padded batch starts with, leaving each row at least
-    its last token (whose logits start its answer)."""
-    lengths = mask.sum(-1)
-    shortest = int(lengths.min()) - 1
-    starts = (mask.shape[1] - lengths).tolist()
+def _shared_prefix(input_ids: Any, starts: list[int]) -> int:
+    """How many tokens every row of a left-padded batch (its real tokens from `starts`) starts
+    with, leaving each row at least its last token (whose logits start its answer)."""
+    shortest = input_ids.shape[1] - max(starts) - 1
     first = input_ids[0, starts[0] : starts[0] + shortest]
     for row, start in enumerate(starts[1:], 1):
         differs = (input_ids[row, start : start + shortest] != first).nonzero()
@@ -168,12 +166,9 @@ def _shared_prefix(input_ids: Any, mask: Any) -> int:
     return shortest
 
 
-def _shared_columns(mask: Any, shared: int) -> Any:
-    """For each row of a left-padded batch, the columns of its first `shared` tokens."""
-    import torch
-
-    starts = mask.shape[1] - mask.sum(-1)
-    return starts[:, None] + torch.arange(shared)[None]
+def _positions(mask: Any) -> Any:
+    """Each column's position among its row's unmasked tokens (0 where masked)."""
+    return (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
 
 
 def _prefill_cache(model: Any, headroom: int) -> Any:
@@ -213,25 +208,25 @@ def _prefill(model: Any, input_ids: Any, mask: Any, cache: Any) -> tuple[Any, An
     then each row's own, so that the shared tokens come first and a row's padding after them."""
     import torch
 
+    starts = (mask.shape[1] - mask.sum(-1)).tolist()
     # A batch of one row has nothing to share.
-    shared = _shared_prefix(input_ids, mask) if len(input_ids) > 1 else 0
+    shared = _shared_prefix(input_ids, starts) if len(input_ids) > 1 else 0
     if shared < MIN_SHARED_PREFIX:
-        positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
-        return _forward(model, input_ids, mask, positions, cache), mask
+        return _forward(model, input_ids, mask, _positions(mask), cache), mask
     # Each row's own tokens, right-aligned as the prompts are; what was its padding or its copy
     # of the shared tokens is masked.
     own = mask.clone()
-    own[torch.arange(len(mask))[:, None], _shared_columns(mask, shared)] = 0
+    own[torch.arange(len(mask))[:, None], torch.tensor(starts)[:, None] + torch.arange(shared)] = 0
     width = int(own.any(0).long().argmax())
     own = own[:, width:]
-    start = int((mask[0] == 0).sum())
-    _forward(model, input_ids[:1, start : start + shared], None, torch.arange(shared)[None], cache)
+    prefix = input_ids[:1, starts[0] : starts[0] + shared]
+    _forward(model, prefix, None, torch.arange(shared)[None], cache)
     for layer in cache.layers:
         layer.keys = layer.keys.expand(len(input_ids), -1, -1, -1)
         layer.values = layer.values.expand(len(input_ids), -1, -1, -1)
         layer.reserve(own.shape[1])
     joined = torch.cat([own.new_ones(len(own), shared), own], 1)
-    positions = (joined.long().cumsum(-1) - 1)[:, shared:].masked_fill(own == 0, 0)
+    positions = _positions(joined)[:, shared:]
     return _forward(model, input_ids[:, width:], joined, positions, cache), joined
 
 
