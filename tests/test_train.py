@@ -49,6 +49,17 @@ def test_gdpo_trains_on_each_reward_component(small_run) -> None:
     assert "rewards/sql_qa_reward/mean" not in keys
 
 
+def test_gdpo_counts_the_groups_whose_completions_all_tie(small_run) -> None:
+    """TRL's frac_reward_zero_std tests the whole batch's spread under GDPO; the report's
+    tied-groups column needs the share of groups. A random tiny model never writes JSON, so its
+    extraction groups all score 0 while other tasks' answers earn length credit."""
+    store, adapter = small_run
+    tied = [e["frac_reward_zero_std"] for e in store.read_json(adapter.log_history) if "loss" in e]
+    assert tied and all(share in (0.0, 0.5, 1.0) for share in tied)  # two groups a step
+    # A step where one group tied and the other did not: the batch's rewards spread all the same.
+    assert 0.5 in tied
+
+
 def test_task_weighting_state_is_saved_with_each_checkpoint(small_run) -> None:
     store, adapter = small_run
     run = adapter.folder.rsplit("/", 1)[0]

@@ -107,7 +107,21 @@ class SaveStreamPosition(TrainerCallback):
         (folder / STATE_FILE).write_text(json.dumps({"position": self.stream.position}))
 
 
-class DynamicSamplingGRPOTrainer(GRPOTrainer):
+class GroupTiesGRPOTrainer(GRPOTrainer):
+    """TRL's trainer, its `frac_reward_zero_std` the share of prompt groups whose completions
+    all tie. TRL measures it so only where it scales rewards by group (or not at all): under GDPO
+    (normalize_then_sum) or batch scaling it tests the whole batch's reward spread, so it read 0
+    however many groups tied and taught nothing."""
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = super()._generate_and_score_completions(inputs)
+        if self.model.training:
+            useful = informative_groups(batch["advantages"], self.num_generations)
+            self._metrics["train"]["frac_reward_zero_std"][-1] = 1.0 - useful.float().mean().item()
+        return batch
+
+
+class DynamicSamplingGRPOTrainer(GroupTiesGRPOTrainer):
     def __init__(self, *args: Any, prompt_stream: PromptStream, max_refills: int, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.prompt_stream, self.max_refills = prompt_stream, max_refills

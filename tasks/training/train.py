@@ -159,13 +159,13 @@ class SeedRun:
 def _prompt_sampling(
     training: TrainingConfig, train_rows: list[dict[str, Any]], seed: int, resume: Path | None
 ) -> tuple[Any, dict[str, Any], list[Any]]:
-    """The trainer class, its extra arguments and its stateful callbacks: TRL's own, or dynamic
-    sampling's, which refills a batch from a prompt stream whose position each checkpoint keeps."""
-    if not training.dynamic_sampling.enabled:
-        from trl import GRPOTrainer
-
-        return GRPOTrainer, {}, []
+    """The trainer class, its extra arguments and its stateful callbacks: TRL's own (its tied
+    groups counted group by group), or dynamic sampling's, which refills a batch from a prompt
+    stream whose position each checkpoint keeps."""
     from tasks.training import dynamic_sampling
+
+    if not training.dynamic_sampling.enabled:
+        return dynamic_sampling.GroupTiesGRPOTrainer, {}, []
 
     stream = dynamic_sampling.PromptStream(train_rows, seed, resume)
     extra = {"prompt_stream": stream, "max_refills": training.dynamic_sampling.max_refills}
