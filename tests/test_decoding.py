@@ -89,8 +89,8 @@ def test_side_by_side_gives_each_batch_s_own_tokens(tiny, temperature, top_p, ro
 
 
 def test_a_shared_system_message_is_prefilled_once_and_every_token_stays(tiny) -> None:
-    """Batches of one task's prompts start with the same system message: prefilled once, then
-    each row's own tokens after it, the answers are still each batch's own."""
+    """Batches of one task's prompts start with the same system message: prefilled once for all
+    of them, then each row's own tokens after it, the answers are still each batch's own."""
     from tasks.evaluation.decoding import MIN_SHARED_PREFIX, _shared_prefix
 
     model, tokenizer, _, prompts = tiny
@@ -101,8 +101,18 @@ def test_a_shared_system_message_is_prefilled_once_and_every_token_stays(tiny) -
     )
     common = _common_tokens(tokenizer, prompts, 30)
     config = _config(tokenizer, temperature=1.0, ends=[tokenizer.eos_token_id, *common])
-    together = list(decode_side_by_side(model, iter(batches), config, 6))
+    prefills = []
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: prefills.append(kwargs["input_ids"].shape), with_kwargs=True
+    )
+    try:
+        together = list(decode_side_by_side(model, iter(batches), config, 6))
+    finally:
+        hook.remove()
     assert together == _own_generate(model, batches, config)
+    # Four batches, two tasks: each task's system message is computed once, in a pass of one row
+    # (a decode step reads one token a row).
+    assert sum(rows == 1 and length > 1 for rows, length in prefills) == 2
 
 
 def test_prefilling_the_shared_tokens_once_gives_the_logits_of_the_whole_prompts(
@@ -115,19 +125,25 @@ def test_prefilling_the_shared_tokens_once_gives_the_logits_of_the_whole_prompts
     from tasks.evaluation import decoding
 
     model, tokenizer, _, prompts = tiny
+    # One store of prefixes for every batch: the second batch of a task starts from the keys
+    # and values its first batch computed.
+    prefixes = decoding._Prefixes()
     for input_ids, mask, _ in _batches(tokenizer, prompts, 3, 0):
         assert (
             decoding._shared_prefix(input_ids, (mask.shape[1] - mask.sum(-1)).tolist())
             >= decoding.MIN_SHARED_PREFIX
         )
         with torch.no_grad():
-            once, _ = decoding._prefill(model, input_ids, mask, decoding._prefill_cache(model, 4))
+            once, _ = decoding._prefill(
+                model, input_ids, mask, decoding._prefill_cache(model, 4), prefixes
+            )
             with monkeypatch.context() as patch:
                 patch.setattr(decoding, "MIN_SHARED_PREFIX", input_ids.shape[1])
                 whole, _ = decoding._prefill(
-                    model, input_ids, mask, decoding._prefill_cache(model, 4)
+                    model, input_ids, mask, decoding._prefill_cache(model, 4), decoding._Prefixes()
                 )
         torch.testing.assert_close(once, whole, rtol=0, atol=1e-6)
+    assert len(prefixes.known) == 2  # one per task
 
 
 def _common_tokens(tokenizer, prompts, count: int) -> list[int]:

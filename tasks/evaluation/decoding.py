@@ -6,7 +6,8 @@ whatever the number of rows, so the rows whose answers ended, and the prompts wa
 next batch, were time paid for nothing. Here the rows of consecutive batches share each forward
 pass, up to `rows` of them: a row leaves when its answer ends, and the next batch comes in
 (prefilled on its own) as soon as its rows fit. A batch's prefill reads the tokens its rows all
-start with (a task's system message) once.
+start with (a task's system message) once, and the batches after it that start with them reuse
+those keys and values: a task's system message is computed once an evaluation.
 
 Each answer is still the one its batch gives alone. A batch keeps a generator seeded as its
 `generate` call was and draws from it, at every step until its last answer ends, what
@@ -202,10 +203,47 @@ def _forward(model: Any, input_ids: Any, mask: Any, positions: Any, cache: Any) 
     return output.logits[:, -1].to(dtype=torch.float32)
 
 
-def _prefill(model: Any, input_ids: Any, mask: Any, cache: Any) -> tuple[Any, Any]:
+class _Prefixes:
+    """The shared tokens of the batches prefilled so far, with their keys and values per layer:
+    a task's batches all start with its system message, computed for the first of them only."""
+
+    def __init__(self) -> None:
+        self.known: list[tuple[Any, list[tuple[Any, Any]]]] = []
+
+    def longest(self, tokens: Any) -> tuple[int, list[tuple[Any, Any]]]:
+        """The most of `tokens`' start that a known prefix holds, and that prefix's layers."""
+        best: tuple[int, list[tuple[Any, Any]]] = (0, [])
+        for known, layers in self.known:
+            width = min(len(known), len(tokens))
+            differs = (known[:width] != tokens[:width]).nonzero()
+            common = int(differs[0]) if len(differs) else width
+            if common > best[0]:
+                best = (common, layers)
+        return best
+
+    def fill(self, model: Any, tokens: Any, cache: Any) -> int:
+        """`cache` holding the keys and values of `tokens`' start as far as a known prefix goes
+        (it must go MIN_SHARED_PREFIX tokens), else of all of `tokens`, computed and kept; how
+        many tokens it holds."""
+        import torch
+
+        common, layers = self.longest(tokens)
+        if common >= MIN_SHARED_PREFIX:
+            for layer, (keys, values) in zip(cache.layers, layers, strict=True):
+                layer.update(keys[..., :common, :], values[..., :common, :])
+            return common
+        _forward(model, tokens[None], None, torch.arange(len(tokens))[None], cache)
+        self.known.append((tokens, [(layer.keys, layer.values) for layer in cache.layers]))
+        return len(tokens)
+
+
+def _prefill(
+    model: Any, input_ids: Any, mask: Any, cache: Any, prefixes: _Prefixes
+) -> tuple[Any, Any]:
     """A left-padded batch's last logits, and its mask as the cache then holds it: the tokens
-    every row starts with (a task's system message: 319 of an extraction prompt's ~480) once,
-    then each row's own, so that the shared tokens come first and a row's padding after them."""
+    every row starts with (a task's system message: 319 of an extraction prompt's ~480) once
+    (and once for all the batches that start with them), then each row's own, so that the shared
+    tokens come first and a row's padding after them."""
     import torch
 
     starts = (mask.shape[1] - mask.sum(-1)).tolist()
@@ -213,14 +251,13 @@ def _prefill(model: Any, input_ids: Any, mask: Any, cache: Any) -> tuple[Any, An
     shared = _shared_prefix(input_ids, starts) if len(input_ids) > 1 else 0
     if shared < MIN_SHARED_PREFIX:
         return _forward(model, input_ids, mask, _positions(mask), cache), mask
+    shared = prefixes.fill(model, input_ids[0, starts[0] : starts[0] + shared], cache)
     # Each row's own tokens, right-aligned as the prompts are; what was its padding or its copy
     # of the shared tokens is masked.
     own = mask.clone()
     own[torch.arange(len(mask))[:, None], torch.tensor(starts)[:, None] + torch.arange(shared)] = 0
     width = int(own.any(0).long().argmax())
     own = own[:, width:]
-    prefix = input_ids[:1, starts[0] : starts[0] + shared]
-    _forward(model, prefix, None, torch.arange(shared)[None], cache)
     for layer in cache.layers:
         layer.keys = layer.keys.expand(len(input_ids), -1, -1, -1)
         layer.values = layer.values.expand(len(input_ids), -1, -1, -1)
@@ -251,6 +288,7 @@ def decode_side_by_side(
     waiting = next(pending, None)
     states: dict[int, _Batch] = {}
     flight, admitted, handed = _Rows(), 0, 0
+    prefixes = _Prefixes()
 
     def choose(logits: Any, owners: list[tuple[int, int]]) -> Any:
         """One token per row: each batch's rows from its own draws."""
@@ -279,7 +317,7 @@ def decode_side_by_side(
                 generator = torch.Generator().manual_seed(seed)
                 states[admitted] = _Batch(generator, [[] for _ in input_ids], len(input_ids))
                 cache = _prefill_cache(model, config.max_new_tokens)
-                logits, mask = _prefill(model, input_ids, mask, cache)
+                logits, mask = _prefill(model, input_ids, mask, cache, prefixes)
                 owners = [(admitted, row) for row in range(len(input_ids))]
                 flight.add(cache, mask, choose(logits, owners), owners)
                 admitted += 1
