@@ -266,8 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "score":
         return score_file(args, recipe)
     from prefect.exceptions import TerminationSignal
+    from prefect.settings import PREFECT_API_URL
 
-    from flows.ephemeral import use_run_bound_server
     from flows.production import ModelChoiceError
     from tasks.core import signals
     from tasks.evaluation.audit import AuditFailed
@@ -278,7 +278,12 @@ def main(argv: list[str] | None = None) -> int:
     explained = (OlistSchemaError, DataTooSmall, AuditFailed, EvalRowsError, ModelChoiceError)
     _quiet_console((*explained, TerminationSignal))
     store = ArtifactStore(args.artifacts)
-    use_run_bound_server()
+    # Prefect starts a temporary server only with no API URL; importing its server costs each
+    # run about 2 s of CPU, so the run-bound one is set up only then.
+    if not PREFECT_API_URL.value():
+        from flows.ephemeral import use_run_bound_server
+
+        use_run_bound_server()
     try:
         with signals.handled():
             result = _flow_call(args, store)()
