@@ -129,3 +129,68 @@ def test_unsloth_is_imported_before_anything_loads_transformers(tmp_path: Path) 
         [sys.executable, "-c", BUILD_ON_UNSLOTH, *arguments], env=env, check=True, timeout=300
     )
     assert json.loads(probe.read_text()) == []
+
+
+def _dtypes_of_training_matmuls(monkeypatch) -> set:
+    """The dtypes linear layers compute in while gradients are on (training, not generation)."""
+    import torch
+
+    seen: set = set()
+    forward = torch.nn.Linear.forward
+
+    def recording(self, *args, **kwargs):
+        output = forward(self, *args, **kwargs)
+        if torch.is_grad_enabled():
+            seen.add(output.dtype)
+        return output
+
+    monkeypatch.setattr(torch.nn.Linear, "forward", recording)
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cpu_bf16", [True, False])
+def test_sft_and_grpo_train_under_bf16_autocast_only_where_asked(
+    tmp_path: Path, monkeypatch, cpu_bf16: bool
+) -> None:
+    """cpu_bf16 on a CPU with the instructions: real SFT and GRPO steps run their layers in
+    bfloat16 (the weights stay float32); off, in float32."""
+    import torch
+
+    from configs.recipe import SftConfig
+    from tasks.training.model import load_model_and_tokenizer
+    from tasks.training.sft import train_sft
+    from tasks.training.train import train_seed
+
+    if not torch.cpu._is_avx512_bf16_supported():
+        pytest.skip("this CPU has no avx512_bf16: the fallback test covers it")
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    seen = _dtypes_of_training_matmuls(monkeypatch)
+    sft = SftConfig(enabled=True, max_steps=1, batch_size=2, cpu_bf16=cpu_bf16)
+    start = train_sft(sft, LoraConfig(r=4, alpha=8), data, base, store)
+    in_sft = set(seen)
+    seen.clear()
+    training = TrainingConfig(
+        num_generations=2, prompts_per_step=2, max_completion_length=8, max_steps=1,
+        heldout_prompts=0, cpu_bf16=cpu_bf16,
+    )  # fmt: skip
+    adapter = train_seed(training, LoraConfig(r=4, alpha=8), data, start, seed=1, store=store)
+    assert [e["step"] for e in store.read_json(adapter.log_history) if "loss" in e] == [1]
+    computed_in = torch.bfloat16 if cpu_bf16 else torch.float32
+    assert in_sft == {computed_in}
+    assert seen == {computed_in}  # GRPO's
+    model, _ = load_model_and_tokenizer(start, store)  # SFT's merged weights
+    assert {weight.dtype for weight in model.parameters()} == {torch.float32}
+
+
+def test_a_cpu_without_bf16_instructions_trains_in_float32_and_says_so(monkeypatch, caplog) -> None:
+    import torch
+
+    from tasks.training.backends import bf16_training
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    with caplog.at_level("WARNING", logger="tucano.train"):
+        assert bf16_training(cpu_bf16=True) is False
+    assert "no avx512_bf16" in caplog.text
+    assert bf16_training(cpu_bf16=False) is False

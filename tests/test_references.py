@@ -57,3 +57,18 @@ def test_an_extraction_reference_is_the_data_s_truth(prepared) -> None:
         assert answer["sentiment_score"] == row["review_score"]
         assert answer["delivered_late"] is bool(row["gold_delivered_late"])
         assert answer["product_category"] == (row["gold_category"] or "não informada")
+
+
+def test_an_extraction_reference_writes_its_fields_in_the_order_the_prompt_asks(prepared) -> None:
+    """SFT teaches the order it is shown: the system message's, which a model asked for the
+    fields writes them in."""
+    from rewards.extraction import FIELDS
+
+    store, manifest = prepared
+    rows = [row for row in store.read_jsonl(manifest.train) if row["task"] == "extraction"]
+    assert rows
+    instructions = rows[0]["prompt"][0]["content"]
+    listed = sorted(FIELDS, key=lambda name: instructions.index(f'"{name}"'))
+    assert listed == list(FIELDS)
+    for row in rows:
+        assert list(json.loads(row["reference"])) == listed, row["prompt_id"]

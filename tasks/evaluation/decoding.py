@@ -154,16 +154,21 @@ def _left_pad(tensor: Any, columns: int) -> Any:
 MIN_SHARED_PREFIX = 16
 
 
+def _common_length(a: Any, b: Any) -> int:
+    """How many tokens two token sequences start with alike."""
+    width = min(len(a), len(b))
+    differs = (a[:width] != b[:width]).nonzero()
+    return int(differs[0]) if len(differs) else width
+
+
 def _shared_prefix(input_ids: Any, starts: list[int]) -> int:
     """How many tokens every row of a left-padded batch (its real tokens from `starts`) starts
     with, leaving each row at least its last token (whose logits start its answer)."""
     shortest = input_ids.shape[1] - max(starts) - 1
     first = input_ids[0, starts[0] : starts[0] + shortest]
     for row, start in enumerate(starts[1:], 1):
-        differs = (input_ids[row, start : start + shortest] != first).nonzero()
-        if len(differs):
-            shortest = int(differs[0])
-            first = first[:shortest]
+        shortest = _common_length(first, input_ids[row, start : start + shortest])
+        first = first[:shortest]
     return shortest
 
 
@@ -214,9 +219,7 @@ class _Prefixes:
         """The most of `tokens`' start that a known prefix holds, and that prefix's layers."""
         best: tuple[int, list[tuple[Any, Any]]] = (0, [])
         for known, layers in self.known:
-            width = min(len(known), len(tokens))
-            differs = (known[:width] != tokens[:width]).nonzero()
-            common = int(differs[0]) if len(differs) else width
+            common = _common_length(known, tokens)
             if common > best[0]:
                 best = (common, layers)
         return best

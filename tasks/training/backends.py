@@ -5,6 +5,7 @@ trainer, rewards, callbacks and checkpoints are one code path for both."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ from tasks.core.store import ArtifactStore
 from tasks.training.model import load_model_and_tokenizer, load_tokenizer, model_path
 
 UNSLOTH, PEFT = "unsloth", "peft"
+log = logging.getLogger("tucano.train")
 
 
 class BackendError(RuntimeError):
@@ -29,6 +31,20 @@ def resolve_backend(requested: str, cuda_available: bool, unsloth_installed: boo
             f"training.backend: unsloth needs {missing}; use backend: auto or peft on this machine"
         )
     return requested
+
+
+def bf16_training(cpu_bf16: bool) -> bool:
+    """Whether training here runs under bfloat16 autocast: on a GPU where it has bfloat16; on a
+    CPU when the recipe asks (`cpu_bf16`) and the CPU has the instructions, without which
+    autocast emulates bfloat16 and a step is slower than in float32."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    if cpu_bf16 and not torch.cpu._is_avx512_bf16_supported():
+        log.warning("cpu_bf16: this CPU has no avx512_bf16 instructions; training in float32")
+        return False
+    return cpu_bf16
 
 
 def machine_backend(requested: str) -> str:

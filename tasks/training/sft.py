@@ -22,7 +22,7 @@ from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.locks import StoreLock
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
-from tasks.training.backends import peft_lora_config
+from tasks.training.backends import bf16_training, peft_lora_config
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.model import load_model_and_tokenizer
 
@@ -112,7 +112,7 @@ def sft_args(config: SftConfig, output_dir: Path) -> Any:
         save_total_limit=1,
         logging_steps=max(1, config.max_steps // 20),
         report_to=[],
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        bf16=bf16_training(config.cpu_bf16),
         use_cpu=not on_gpu,
         disable_tqdm=True,
         dataloader_num_workers=0,

@@ -23,7 +23,13 @@ from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.locks import StoreLock
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData, TrainingRecord
 from tasks.core.store import ArtifactStore
-from tasks.training.backends import UNSLOTH, load_policy, longest_prompt, machine_backend
+from tasks.training.backends import (
+    UNSLOTH,
+    bf16_training,
+    load_policy,
+    longest_prompt,
+    machine_backend,
+)
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.heldout import with_heldout_sampling
 from tasks.training.rollout import with_engine
@@ -99,7 +105,7 @@ def grpo_config(
         # Only the newest local copy is kept; the store keeps `keep_checkpoints` of them.
         save_total_limit=1,
         report_to=[],
-        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        bf16=bf16_training(training.cpu_bf16),
         use_cpu=not on_gpu,
         disable_tqdm=True,
         dataloader_num_workers=0,
