@@ -52,16 +52,11 @@ def run(steps: int, repeats: int, store_dir: Path) -> None:
     best: dict[tuple[str, str], tuple[float, float]] = {}
     for repeat in range(repeats):
         for name, cpu_bf16 in PRECISIONS.items():
-            sft = recipe.sft.model_copy(
-                update={"max_steps": steps, "save_steps": steps, "seed": 1000 + repeat}
-            )
-            model = train_sft(sft.model_copy(update={"cpu_bf16": cpu_bf16}), recipe.lora, data,
-                              base, store)  # fmt: skip
+            sized = {"max_steps": steps, "save_steps": steps, "cpu_bf16": cpu_bf16}
+            sft = recipe.sft.model_copy(update={**sized, "seed": 1000 + repeat})
+            model = train_sft(sft, recipe.lora, data, base, store)
             sft_history = store.read_json(f"{Path(model.location).parent}/log_history.json")
-            training = recipe.training.model_copy(
-                update={"max_steps": steps, "save_steps": steps, "heldout_prompts": 0,
-                        "cpu_bf16": cpu_bf16}
-            )  # fmt: skip
+            training = recipe.training.model_copy(update={**sized, "heldout_prompts": 0})
             adapter = train_seed(training, recipe.lora, data, base, 1000 + repeat, store)
             for stage, history in (
                 ("SFT", sft_history),
