@@ -38,10 +38,14 @@ SENTIMENTS = ("positivo", "neutro", "negativo")
 CHURN_RISKS = ("baixo", "medio", "alto")
 
 # The prompt's schema is written from this table, so the instructions and the reward cannot drift
-# apart; VALUE_CHECKS below holds each field's typed check.
+# apart; VALUE_CHECKS below holds each field's typed check. The score comes before the sentiment
+# because a model writes the fields in this order: the number it copies from the stars is then
+# written before the word that follows from it. Asked the other way round, SmolLM2 after 80 SFT
+# steps agreed with the stars on 54-71% of a star group, against 83-92% score first
+# (docs/real-model.md).
 FIELDS: dict[str, str] = {
-    "sentiment": '"positivo", "neutro" ou "negativo"',
     "sentiment_score": "inteiro de 1 a 5: a nota que o texto expressa",
+    "sentiment": '"positivo", "neutro" ou "negativo"',
     "delivery_issue": "true ou false: o cliente relata problema na entrega",
     "product_issue": "true ou false: produto com defeito, errado ou diferente do anunciado",
     "seller_issue": "true ou false: problema com o vendedor ou o atendimento",

@@ -44,8 +44,8 @@ def extraction_reference(order: pd.Series) -> str:
     late = bool(order["delivered_late"]) if pd.notna(order["delivered_late"]) else False
     reading = read_review(f"{title}\n{message}", stars, late)
     record = {
-        "sentiment": star_sentiment(stars),
         "sentiment_score": stars,
+        "sentiment": star_sentiment(stars),
         "delivery_issue": reading.expected("delivery_issue"),
         "product_issue": reading.expected("product_issue"),
         "seller_issue": reading.expected("seller_issue"),
