@@ -178,7 +178,27 @@ def test_every_heldout_eval_draws_the_same_random_numbers(tmp_path) -> None:
     assert len(set(answers)) > 1
 
 
-def _hot_trainer_with_heldout(tmp_path: Path, heldout_temperature: float | None) -> Any:
+def test_the_heldout_eval_answers_in_passes_of_heldout_batch_prompts(tmp_path) -> None:
+    """By default a pass answers a step's worth of prompts (2 here); heldout_batch_prompts
+    widens it, so the 3 held-out prompts, twice each, are answered in one pass."""
+    passes = {}
+    for batch in (None, 3):
+        trainer = _hot_trainer_with_heldout(tmp_path / str(batch), 1e-3, batch).trainer
+        generate, rows = trainer._generate_single_turn, []
+
+        def counted(prompt_ids, *args, generate=generate, rows=rows):
+            rows.append(len(prompt_ids))
+            return generate(prompt_ids, *args)
+
+        trainer._generate_single_turn = counted
+        trainer.evaluate()
+        passes[batch] = rows
+    assert passes == {None: [4, 2], 3: [6]}
+
+
+def _hot_trainer_with_heldout(
+    tmp_path: Path, heldout_temperature: float | None, heldout_batch_prompts: int | None = None
+) -> Any:
     """A trainer whose rollouts sample at 5.0, with 3 held-out prompts answered twice each."""
     from tasks.training.train import build_trainer
 
@@ -192,5 +212,6 @@ def _hot_trainer_with_heldout(tmp_path: Path, heldout_temperature: float | None)
         heldout_prompts=3,
         num_generations_eval=2,
         heldout_temperature=heldout_temperature,
+        heldout_batch_prompts=heldout_batch_prompts,
     )
     return build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")

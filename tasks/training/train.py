@@ -101,7 +101,8 @@ def grpo_config(
         eval_steps=training.eval_steps,
         eval_on_start=bool(training.heldout_prompts) and not resuming,
         num_generations_eval=training.num_generations_eval,
-        per_device_eval_batch_size=training.num_generations_eval * training.prompts_per_step,
+        per_device_eval_batch_size=training.num_generations_eval
+        * (training.heldout_batch_prompts or training.prompts_per_step),
         # Only the newest local copy is kept; the store keeps `keep_checkpoints` of them.
         save_total_limit=1,
         report_to=[],
