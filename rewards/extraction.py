@@ -41,8 +41,9 @@ CHURN_RISKS = ("baixo", "medio", "alto")
 # apart; VALUE_CHECKS below holds each field's typed check. The score comes before the sentiment
 # because a model writes the fields in this order: the number it copies from the stars is then
 # written before the word that follows from it. Asked the other way round, SmolLM2 after 80 SFT
-# steps agreed with the stars on 54-71% of a star group, against 83-92% score first
-# (docs/real-model.md).
+# steps agreed with the stars on 54-71% of a star group, against 83-92% score first (one probe
+# each; a later whole run's SFT model still said "negativo" to most high-star reviews:
+# docs/real-model.md).
 FIELDS: dict[str, str] = {
     "sentiment_score": "inteiro de 1 a 5: a nota que o texto expressa",
     "sentiment": '"positivo", "neutro" ou "negativo"',
