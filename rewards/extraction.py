@@ -7,7 +7,10 @@ read it; schema completeness 0.30; typed values 0.40), and the judgement the res
 
 - sentiment against the stars, W_SENTIMENT (at least the whole form's weight): 1-2 stars
   negativo, 3 neutro, 4-5 positivo; half for a neighbour the review's text leans to, a fifth for
-  another neighbour, nothing for the opposite, which also keeps only OPPOSITE_KEEPS of the total;
+  another neighbour (nothing on one or five stars), nothing for the opposite, which also keeps
+  only OPPOSITE_KEEPS of the total, as does a sentiment that contradicts the answer's own
+  sentiment_score (a 1 with "neutro"): GRPO on SmolLM2 found "neutro" to every review, with the
+  score copied right, a hedge the reward paid for;
 - the issue, recommendation and churn fields against the evidence of the review (the customer's
   words, read with Portuguese negation; the stars; the order's dates), W_EVIDENCE
   (rewards/review_evidence.py); each problem the customer wrote down and the answer denies keeps
@@ -32,7 +35,7 @@ from typing import Any
 import json_repair
 
 from rewards.common import SCAN_LIMIT, Score, clamp01, completion_text, fold
-from rewards.review_evidence import IMPLIED, Reading, opposite, read_review
+from rewards.review_evidence import IMPLIED, Reading, contradicts_itself, opposite, read_review
 
 SENTIMENTS = ("positivo", "neutro", "negativo")
 CHURN_RISKS = ("baixo", "medio", "alto")
@@ -65,7 +68,7 @@ SUMMARY_WEIGHT = IMPLIED
 # The judgement outweighs the form: the sentiment alone weighs as much as all of the form.
 W_FORMAT, W_SENTIMENT, W_EVIDENCE, W_GOLD = 0.25, 0.30, 0.30, 0.15
 # The opposite of what the customer said is worse than no answer a retailer can act on: it hides
-# the complaint. The total keeps this share.
+# the complaint. So is a sentiment the answer's own score rules out. The total keeps this share.
 OPPOSITE_KEEPS = 0.35
 # A problem the customer wrote down ("não recebi", "veio quebrado") and the answer denies is the
 # review's point missed: the total keeps this share for each one.
@@ -216,7 +219,11 @@ def score(
     gold = gold_correctness(data, review_score, gold_delivered_late, gold_category)
     components["gold"] = W_GOLD * judged * (gold or 0.0)
     subtotal = sum(components.values())
-    keeps = OPPOSITE_KEEPS if opposite(data.get("sentiment"), review_score) else 1.0
+    sentiment = data.get("sentiment")
+    wrong_way = opposite(sentiment, review_score) or contradicts_itself(
+        sentiment, data.get("sentiment_score")
+    )
+    keeps = OPPOSITE_KEEPS if wrong_way else 1.0
     components["opposite"] = -(1 - keeps) * subtotal
     missed = len(reading.missed(data))
     components["missed"] = -(1 - MISSED_KEEPS**missed) * subtotal * keeps

@@ -120,6 +120,8 @@ def _flag(value: bool, weight: float) -> Expected:
 
 
 SENTIMENT_ORDER = ("negativo", "neutro", "positivo")
+# The ends of the scale, where a review says plainly which way it goes.
+EXTREME_STARS = (1, 5)
 
 
 def star_sentiment(stars: int) -> str:
@@ -162,7 +164,10 @@ class Reading:
 
     def sentiment_credit(self, sentiment: object, stars: int) -> float:
         """1 for what the stars call for; half for a neighbour the text leans to (a 4-star review
-        that complains may be neutral); a fifth for another neighbour; 0 for the opposite."""
+        that complains may be neutral); a fifth for another neighbour, except on one or five stars,
+        where nothing; 0 for the opposite. A one- or five-star review is never neutral by itself:
+        a fifth there paid SmolLM2's GRPO for "neutro" to every review, a hedge that cannot be
+        wrong by much and tells a retailer nothing."""
         if not isinstance(sentiment, str) or sentiment.strip().lower() not in SENTIMENT_ORDER:
             return 0.0
         given = SENTIMENT_ORDER.index(sentiment.strip().lower())
@@ -175,7 +180,9 @@ class Reading:
             self.leans is not None
             and (SENTIMENT_ORDER.index(self.leans) - expected) * (given - expected) > 0
         )
-        return 0.5 if leans_there else 0.2
+        if leans_there:
+            return 0.5
+        return 0.0 if stars in EXTREME_STARS else 0.2
 
 
 def opposite(sentiment: object, stars: int) -> bool:
@@ -184,6 +191,22 @@ def opposite(sentiment: object, stars: int) -> bool:
         return False
     given = SENTIMENT_ORDER.index(sentiment.strip().lower())
     return abs(given - SENTIMENT_ORDER.index(star_sentiment(stars))) == 2
+
+
+def contradicts_itself(sentiment: object, sentiment_score: object) -> bool:
+    """A sentiment no reader could give with the answer's own score: the opposite of it, or
+    anything but its sentiment beside a 1 or a 5 ("sentiment_score": 1 with "neutro")."""
+    if (
+        not isinstance(sentiment, str)
+        or sentiment.strip().lower() not in SENTIMENT_ORDER
+        or not isinstance(sentiment_score, int)
+        or isinstance(sentiment_score, bool)
+        or not 1 <= sentiment_score <= 5
+    ):
+        return False
+    if sentiment_score in EXTREME_STARS:
+        return sentiment.strip().lower() != star_sentiment(sentiment_score)
+    return opposite(sentiment, sentiment_score)
 
 
 def read_review(text: str | None, stars: int | None, delivered_late: bool | None) -> Reading:

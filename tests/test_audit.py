@@ -124,6 +124,15 @@ def test_shipped_pairs_span_every_task_and_every_failure_kind() -> None:
             ),
             {"probe:constant_judgement_scores_far_below_a_reading", "probe:missed_complaint_costs"},
         ),
+        # last stop's judgement: "neutro" beside a 1 costs nothing more, a fifth on any star
+        (
+            "the hedge",
+            lambda mp: (
+                mp.setattr(extraction, "contradicts_itself", lambda *_: False),
+                mp.setattr(review_evidence, "EXTREME_STARS", ()),
+            ),
+            {"probe:hedged_judgement_scores_below_a_reading"},
+        ),
         # "sem defeito" read as a defect
         (
             "negation",

@@ -54,9 +54,19 @@ EXTRACTION = [
     (f"Segue o JSON: {GOOD}", REVIEW, 1.0 - FORM * 0.10),
     # the opposite of one star keeps 0.35 of what it had (everything else right)
     (_with(sentiment="positivo"), REVIEW, 0.35 * (1.0 - SENTIMENT)),
-    # a neutral answer to a one-star complaint: a fifth of the sentiment (the text leans negative:
-    # neutro is not where it leans)
-    (_with(sentiment="neutro"), REVIEW, 1.0 - SENTIMENT * 0.8),
+    # a neutral answer to a one-star complaint that says the text is worth 1: it contradicts its
+    # own score, like the opposite (and a one-star review's neutro earns nothing of the sentiment)
+    (_with(sentiment="neutro"), REVIEW, 0.35 * (1.0 - SENTIMENT)),
+    # neutral with a 3 is at least one answer, but none of the sentiment and a third of the gold
+    (_with(sentiment="neutro", sentiment_score=3), REVIEW, 1.0 - SENTIMENT - GOLD_PART / 3),
+    # on two stars neutro is a neighbour, not an end of the scale: a fifth of the sentiment
+    (
+        _with(sentiment="neutro", sentiment_score=2),
+        {**REVIEW, "review_score": 2},
+        1.0 - SENTIMENT * 0.8,
+    ),
+    # a five-star score written beside "negativo" contradicts itself even when the stars are 1
+    (_with(sentiment_score=5), REVIEW, 0.35 * (1.0 - GOLD_PART / 3)),
     # the broken chair, the review's point, denied: the total keeps 0.6 (the evidence weighs
     # 3 for each thing the customer wrote: late, broken, not recommended, so churn; 0.5 for the
     # seller, of whom nothing is said; 1 for the summary)

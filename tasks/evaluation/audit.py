@@ -77,6 +77,8 @@ _CONSTANT = (
     .replace("true", "false")
     .replace('"alto"', '"baixo"')
 )
+# The reading with "neutro": the hedge that cannot be wrong by much.
+_NEUTRAL = _RIGHT_READING.replace('"negativo"', '"neutro"')
 # One good answer per task, for the probes that hold a rule for every task.
 _PUSH = "Seu pedido chegou! Conta pra gente o que achou 💙"
 
@@ -221,6 +223,19 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
         lambda _: (
             score("extraction", _CONSTANT, **_COMPLAINT).total
             < 0.3 * score("extraction", _RIGHT_READING, **_COMPLAINT).total
+        ),
+    ),
+    "hedged_judgement_scores_below_a_reading": (
+        'SmolLM2\'s GRPO said "neutro" to every review, its stars copied right: paid 0.74 here',
+        lambda _: (
+            score("extraction", _NEUTRAL, **_COMPLAINT).total
+            < 0.3 * score("extraction", _RIGHT_READING, **_COMPLAINT).total
+            and score(
+                "extraction",
+                _NEUTRAL.replace('"sentiment_score": 1', '"sentiment_score": 3'),
+                **_COMPLAINT,
+            ).total
+            < 0.7 * score("extraction", _RIGHT_READING, **_COMPLAINT).total
         ),
     ),
     "missed_complaint_costs": (
