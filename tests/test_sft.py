@@ -199,3 +199,43 @@ def test_the_recipe_s_sft_schedule_reaches_trl(tmp_path: Path, schedule: str) ->
 
     args = sft_args(SMALL_SFT.model_copy(update={"lr_scheduler_type": schedule}), tmp_path)
     assert args.lr_scheduler_type.value == schedule
+
+
+def test_sft_task_mix_deals_its_examples_over_the_tasks(tmp_path: Path, monkeypatch) -> None:
+    """A task of a tenth of the split is seen a few dozen times in a short SFT: the mix deals
+    max_steps x batch_size examples by its shares, a small task's rows taken again, and those are
+    what the real SFT run trains on."""
+    from collections import Counter
+
+    from tasks.training import sft
+
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    train = store.read_jsonl(data.train)
+    assert Counter(r["task"] for r in train)["insights"] == 4
+    mix = {"extraction": 0.25, "sql_qa": 0.25, "insights": 0.4, "push": 0.1}
+    rows = sft.mixed_rows(train, mix, 20, seed=3)
+    assert Counter(r["task"] for r in rows) == {
+        "extraction": 5,
+        "sql_qa": 5,
+        "insights": 8,
+        "push": 2,
+    }
+    insights = Counter(r["prompt_id"] for r in rows if r["task"] == "insights")
+    assert sorted(insights.values()) == [2, 2, 2, 2]  # each of the 4 rows twice
+    assert all(row in train for row in rows)
+    assert rows == sft.mixed_rows(train, mix, 20, seed=3)
+    assert rows != sft.mixed_rows(train, mix, 20, seed=4)
+
+    trained: list[dict] = []
+    examples = sft.sft_examples
+    monkeypatch.setattr(sft, "sft_examples", lambda rs: (trained.extend(rs), examples(rs))[1])
+    only_push = {"extraction": 0.0, "sql_qa": 0.0, "insights": 0.0, "push": 1.0}
+    config = SMALL_SFT.model_copy(update={"max_steps": 2, "batch_size": 3, "task_mix": only_push})
+    train_sft(config, LoraConfig(), data, base, store)
+    assert len(trained) == 6 and {r["task"] for r in trained} == {"push"}
+
+
+def test_an_sft_task_mix_must_name_every_task() -> None:
+    with pytest.raises(ValueError, match=r"sft\.task_mix must name every task"):
+        SftConfig(task_mix={"extraction": 1.0})

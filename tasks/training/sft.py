@@ -10,13 +10,14 @@ markers, same resume), and the run is keyed by its recipe, data, base model and 
 from __future__ import annotations
 
 import logging
+import random
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 
-from configs.recipe import LoraConfig, SftConfig
+from configs.recipe import LoraConfig, SftConfig, deal
 from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.locks import StoreLock
@@ -57,6 +58,28 @@ def sft_examples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         }
         for row in rows
     ]
+
+
+def mixed_rows(
+    rows: list[dict[str, Any]], mix: dict[str, float], count: int, seed: int
+) -> list[dict[str, Any]]:
+    """`count` rows dealt over the tasks by `mix`: each task's rows in a seeded order, taken
+    again from the start when the task has fewer than its share."""
+    rng = random.Random(seed)
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_task.setdefault(row["task"], []).append(row)
+    chosen: list[dict[str, Any]] = []
+    for task_name, wanted in deal(count, mix).items():
+        pool = by_task.get(task_name, [])
+        if wanted and not pool:
+            raise SftError(
+                f"sft.task_mix gives {task_name} {wanted} examples; the train split has none"
+            )
+        rng.shuffle(pool)
+        chosen += [pool[i % len(pool)] for i in range(wanted)]
+    rng.shuffle(chosen)
+    return chosen
 
 
 def answers_too_long(
@@ -161,6 +184,8 @@ def _train_sft_unlocked(
                 "evaluation.max_new_tokens): the model learns answers that are always cut short",
                 over, total, task_name, longest, answer_limit,
             )  # fmt: skip
+    if config.task_mix is not None:
+        rows = mixed_rows(rows, config.task_mix, config.max_steps * config.batch_size, config.seed)
     examples = sft_examples(rows)
     over, longest = examples_too_long(examples, tokenizer, config.max_length)
     if over:
