@@ -36,6 +36,44 @@ def test_l4_recipe_states_the_seed_v42_run() -> None:
     assert recipe.evaluation.temperature == 0.1
 
 
+# What a GPU run of the real model must share with the CPU recipe it follows: what it trains on,
+# how rollouts are sampled and scored, how the adapter is chosen, how it is judged and watched.
+SHARED_WITH_CPU_SMOL = (
+    "tasks",
+    "temperature",
+    "mask_truncated_completions",
+    "multi_objective_aggregation",
+    "dynamic_sampling",
+    "beta",
+    "loss_type",
+    "scale_rewards",
+    "heldout_temperature",
+    "num_generations_eval",
+    "min_improvement",
+    "max_heldout_truncation",
+)
+# The seed's V4.2 shape: group size, prompts a step, eval cadence and patience.
+V42_SHAPE = ("num_generations", "prompts_per_step", "eval_steps", "early_stopping_patience")
+SMOL_AND_V42 = ("cpu_smol.yaml", "gpu_smol.yaml", "l4_v42.yaml")
+
+
+def test_gpu_smol_follows_cpu_smol_in_the_v42_shape() -> None:
+    cpu, gpu, v42 = (load_recipe(CONFIG_DIR / name) for name in SMOL_AND_V42)
+    for field in SHARED_WITH_CPU_SMOL:
+        assert getattr(gpu.training, field) == getattr(cpu.training, field), field
+    for field in V42_SHAPE:
+        assert getattr(gpu.training, field) == getattr(v42.training, field), field
+    assert (gpu.data, gpu.model, gpu.lora) == (cpu.data, cpu.model, cpu.lora)
+    assert (gpu.evaluation.temperature, gpu.audit, gpu.monitoring) == (
+        cpu.evaluation.temperature,
+        cpu.audit,
+        cpu.monitoring,
+    )
+    # Its SFT sees at least the CPU's examples, in the same shares of the tasks.
+    assert gpu.sft.max_steps * gpu.sft.batch_size >= cpu.sft.max_steps * cpu.sft.batch_size
+    assert gpu.sft.task_mix == cpu.sft.task_mix
+
+
 def test_default_proportions_are_the_seeds() -> None:
     assert DataConfig().train_counts() == {
         "extraction": 592,
