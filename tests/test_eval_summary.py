@@ -7,7 +7,9 @@ import pytest
 from tasks.evaluation.eval_summary import (
     EXCERPT_CHARS,
     generation_summary,
+    render_sentiment_by_stars,
     render_worst_regressions,
+    sentiment_by_stars,
     worst_regressions,
 )
 
@@ -58,3 +60,27 @@ def test_a_completion_with_its_own_fences_cannot_break_the_report() -> None:
     assert "\n````text\n```sql\nSELECT 1;\n```\n" in markdown  # a longer fence wraps it
     assert markdown.count("````") == 2
     assert "[…]" in markdown and len(markdown) < 3 * EXCERPT_CHARS
+
+
+def _extraction(prompt_id: str, sentiment: str | None) -> dict:
+    said = f'"sentiment": "{sentiment}", ' if sentiment else ""
+    return _row(prompt_id, "extraction", 0.5, f'{{{said}"sentiment_score": 1}}')
+
+
+def test_the_sentiment_is_counted_against_the_stars_per_model() -> None:
+    """What SmolLM2 did: the SFT model "negativo" to every review, a GRPO seed "neutro" to every
+    review; the mean reward hides both, the counts per star group do not."""
+    stars = {"one": 1, "two": 2, "three": 3, "five": 5, "q": None}
+    sft = [_extraction(p, "negativo") for p in ("one", "two", "three", "five")]
+    hedge = [_extraction(p, "neutro") for p in ("one", "two", "three")] + [
+        _extraction("five", None),  # no sentiment said: not agreeing
+        _row("q", "sql_qa", 1.0, '{"sentiment": "negativo"}'),  # another task: not counted
+    ]
+    summary = sentiment_by_stars({"base": sft, "seed 1": hedge}, stars)
+    assert summary == {
+        "base": {"negativo": [2, 2], "neutro": [0, 1], "positivo": [0, 1]},
+        "seed 1": {"negativo": [0, 2], "neutro": [1, 1], "positivo": [0, 1]},
+    }
+    markdown = "\n".join(render_sentiment_by_stars(summary))
+    assert "| base | 2 of 2 (100%) | 0 of 1 (0%) | 0 of 1 (0%) |" in markdown
+    assert "| seed 1 | 0 of 2 (0%) | 1 of 1 (100%) | 0 of 1 (0%) |" in markdown

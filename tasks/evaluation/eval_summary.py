@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from rewards import TASKS
+from rewards.extraction import parse_json_object
+from rewards.review_evidence import SENTIMENT_ORDER, star_sentiment
 from tasks.evaluation.stats import OVERALL
 
 # Enough to see what went wrong in a regression without flooding report.md; report.json keeps
@@ -35,6 +37,28 @@ def generation_summary(
                 "truncated_share": float(np.mean([bool(r["truncated"]) for r in selected])),
                 "mean_total": float(np.mean([r["total"] for r in selected])),
             }
+    return summary
+
+
+def sentiment_by_stars(
+    rows_by_model: dict[str, list[dict[str, Any]]], stars: dict[str, int]
+) -> dict[str, dict[str, list[int]]]:
+    """Per model, per sentiment the stars call for (1-2 negativo, 3 neutro, 4-5 positivo): how
+    many extraction answers say it, of how many. The mean reward can rise while a model says one
+    sentiment to every review (SmolLM2's GRPO answered "neutro" to all 77 one-two and four-five
+    star reviews); this shows it, and whether the model GRPO starts from reads the stars."""
+    summary: dict[str, dict[str, list[int]]] = {}
+    for model, model_rows in rows_by_model.items():
+        counts = {sentiment: [0, 0] for sentiment in SENTIMENT_ORDER}
+        for row in model_rows:
+            if row["task"] != "extraction" or stars.get(row["prompt_id"]) is None:
+                continue
+            expected = star_sentiment(stars[row["prompt_id"]])
+            data, _ = parse_json_object(row["completion"])
+            said = data.get("sentiment") if data else None
+            counts[expected][0] += isinstance(said, str) and said.strip().lower() == expected
+            counts[expected][1] += 1
+        summary[model] = counts
     return summary
 
 
@@ -96,6 +120,22 @@ def render_generation_summary(
                 f"| {model} | {task} | {s['n']} | {s['mean_tokens']:.1f} | {s['max_tokens']} | "
                 f"{100 * s['truncated_share']:.0f}% | {s['mean_total']:.3f} |"
             )
+    return [*lines, ""]
+
+
+def render_sentiment_by_stars(summary: dict[str, dict[str, list[int]]]) -> list[str]:
+    lines = [
+        "## Extraction: the sentiment against the stars",
+        "",
+        "| Model | 1-2 stars: negativo | 3 stars: neutro | 4-5 stars: positivo |",
+        "|---|---:|---:|---:|",
+    ]
+    for model, counts in summary.items():
+        cells = [
+            f"{said} of {n} ({100 * said / n:.0f}%)" if n else "none"
+            for said, n in (counts[s] for s in ("negativo", "neutro", "positivo"))
+        ]
+        lines.append(f"| {model} | {' | '.join(cells)} |")
     return [*lines, ""]
 
 

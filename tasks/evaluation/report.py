@@ -27,7 +27,9 @@ from tasks.evaluation.eval_summary import (
     generation_summary,
     last_user_message,
     render_generation_summary,
+    render_sentiment_by_stars,
     render_worst_regressions,
+    sentiment_by_stars,
     worst_regressions,
 )
 from tasks.evaluation.leakage import assert_no_overlap
@@ -144,6 +146,7 @@ def _verdict_sections(comparison: Comparison, pooled_title: str) -> list[str]:
 def _sample_sections(report: dict[str, Any]) -> list[str]:
     return [
         *render_generation_summary(report["generation"]),
+        *(render_sentiment_by_stars(report["sentiment"]) if report.get("sentiment") else []),
         *render_worst_regressions(report["worst_regressions"]),
     ]
 
@@ -312,7 +315,10 @@ def build_report(
         int(e.seed): store.read_jsonl(e.rows) for e in tuned_evals if e.seed is not None
     }
     scores = base_rows + [row for seed in sorted(rows_by_seed) for row in rows_by_seed[seed]]
+    raw_rows = store.read_jsonl(raw_base_eval.rows) if raw_base_eval else None
+    seed_rows = {f"seed {s}": rows for s, rows in sorted(rows_by_seed.items())}
     prompt_texts = {row["prompt_id"]: last_user_message(row["prompt"]) for row in eval_prompts}
+    stars = {row["prompt_id"]: row.get("review_score") for row in eval_prompts}
     histories = {a.seed: store.read_json(a.log_history) for a in adapters}
     report = {
         "recipe": recipe.name,
@@ -328,13 +334,12 @@ def build_report(
         "comparison": compare(
             base_rows, rows_by_seed, recipe.compare.alpha, recipe.compare.majority
         ),
-        "generation": generation_summary(
-            {"base": base_rows, **{f"seed {s}": rows for s, rows in sorted(rows_by_seed.items())}}
+        "generation": generation_summary({"base": base_rows, **seed_rows}),
+        "sentiment": sentiment_by_stars(
+            {**({"raw base": raw_rows} if raw_rows else {}), "base": base_rows, **seed_rows}, stars
         ),
         "worst_regressions": worst_regressions(base_rows, rows_by_seed, prompt_texts),
-        "sft": _sft_step(store.read_jsonl(raw_base_eval.rows), base_rows, recipe.compare.alpha)
-        if raw_base_eval
-        else None,
+        "sft": _sft_step(raw_rows, base_rows, recipe.compare.alpha) if raw_rows else None,
     }
     identity = json.dumps(
         cache_token([base_eval, tuned_evals, recipe, raw_base_eval]), sort_keys=True
