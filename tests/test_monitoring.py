@@ -36,6 +36,21 @@ ANSWER = {
     "product_category": "cama_mesa_banho", "summary": "Produto não chegou.",
 }  # fmt: skip
 NEGATIVE = json.dumps(ANSWER, ensure_ascii=False)
+# What SmolLM2 said to every review before its rewards read them (issue 32): all is well.
+POSITIVE = json.dumps(
+    {
+        **ANSWER,
+        "sentiment": "positivo",
+        "sentiment_score": 5,
+        "delivery_issue": False,
+        "product_issue": False,
+        "delivered_late": False,
+        "would_recommend": True,
+        "churn_risk": "baixo",
+        "summary": "Produto chegou bem.",
+    },
+    ensure_ascii=False,
+)
 # The shape of most of its unparsed answers: no sentiment_score, "summary" over and over until
 # the token budget cut it.
 RAMBLING = (
@@ -107,9 +122,16 @@ def test_the_reference_answers_of_the_eval_split_are_healthy(reviews) -> None:
             {"mean_reward", "reward_drop", "parse_rate"},
             "0.0% of 20 answers (20 unparsed, 20 of them for no JSON object in the completion)",
         ),
+        (
+            "constant",
+            lambda review: POSITIVE,
+            False,
+            {"sentiment_agreement", "collapse_sentiment", "collapse_churn_risk"},
+            '100.0% of 20 parsed answers say "positivo", while the largest star group',
+        ),
         ("truncated", None, True, {"truncated"}, "100.0% of 20 answers cut, allows at most 10.0%"),
     ],
-    ids=["constant", "unparsable", "truncated"],
+    ids=["constant", "unparsable", "constant-positivo", "truncated"],
 )
 def test_broken_answers_are_a_drift_with_the_right_reasons(
     reviews, case, completion, truncated, failed, because
