@@ -336,10 +336,17 @@ def build_report(
         ),
         "generation": generation_summary({"base": base_rows, **seed_rows}),
         "sentiment": sentiment_by_stars(
-            {**({"raw base": raw_rows} if raw_rows else {}), "base": base_rows, **seed_rows}, stars
+            {
+                **({"raw base": raw_rows} if raw_rows is not None else {}),
+                "base": base_rows,
+                **seed_rows,
+            },
+            stars,
         ),
         "worst_regressions": worst_regressions(base_rows, rows_by_seed, prompt_texts),
-        "sft": _sft_step(raw_rows, base_rows, recipe.compare.alpha) if raw_rows else None,
+        "sft": _sft_step(raw_rows, base_rows, recipe.compare.alpha)
+        if raw_rows is not None
+        else None,
     }
     identity = json.dumps(
         cache_token([base_eval, tuned_evals, recipe, raw_base_eval]), sort_keys=True
