@@ -123,6 +123,13 @@ def parse_json_object(text: str) -> tuple[dict[str, Any] | None, bool]:
     return data, strict
 
 
+def stated_sentiment(text: str) -> str | None:
+    """The sentiment the answer's JSON object states, in lower case; None where it states none."""
+    data, _ = parse_json_object(text)
+    said = data.get("sentiment") if data else None
+    return said.strip().lower() if isinstance(said, str) else None
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

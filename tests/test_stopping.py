@@ -101,3 +101,38 @@ def test_without_a_truncation_limit_reward_alone_decides() -> None:
     for step, reward, truncated in [(0, 0.62, 0.0), (10, 0.66, 1.0)]:
         rules.observe(step, reward, None, truncated)
     assert rules.best_step == 10
+
+
+@pytest.mark.parametrize(
+    ("evals", "best_step"),
+    [
+        # (step, held-out reward, the sentiments' agreement with the stars)
+        pytest.param(
+            [(0, 0.650, 0.82), (10, 0.688, 0.50)], 0, id="one sentiment to all is not kept"
+        ),
+        pytest.param([(0, 0.65, 0.82), (10, 0.66, 0.875)], 10, id="reading them better counts"),
+        pytest.param([(0, 0.65, 0.82), (10, 0.66, 0.82)], 10, id="as well as the start counts"),
+        pytest.param(
+            [(0, 0.65, 0.82), (10, 0.66, 0.9), (20, 0.70, 0.6)], 10, id="a later drop is not"
+        ),
+        pytest.param([(0, 0.65, None), (10, 0.66, 0.5)], 10, id="no judged review: reward"),
+    ],
+)
+def test_an_adapter_that_reads_the_stars_worse_than_its_start_is_not_best(
+    evals: list[tuple[int, float, float | None]], best_step: int
+) -> None:
+    rules = StopRules(patience=10)
+    for step, reward, agreement in evals:
+        rules.observe(step, reward, None, agreement=agreement)
+    assert rules.best_step == best_step
+    assert StopRules.from_state_dict(rules.state_dict()) == rules
+
+
+def test_the_stars_outrank_the_truncation_limit_and_survive_a_resume() -> None:
+    # A start beyond the cut limit stays best over an eval within it that reads the stars worse.
+    rules = StopRules(patience=10, max_truncated=0.1)
+    rules.observe(0, 0.60, None, truncated=0.2, agreement=0.8)
+    rules = StopRules.from_state_dict(rules.state_dict())
+    assert not rules.observe(10, 0.70, None, truncated=0.0, agreement=0.7)
+    assert rules.best_step == 0 and rules.start_agreement == 0.8
+    assert rules.observe(20, 0.70, None, truncated=0.0, agreement=0.8)

@@ -1,15 +1,17 @@
 """Real TRL GRPO steps on a tiny model: GDPO components, task weighting, checkpoints."""
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from configs.recipe import LoraConfig, TrainingConfig
+from rewards.review_evidence import star_sentiment
 from tasks.core.store import ArtifactStore
 from tasks.training.callbacks import TASK_WEIGHTING_FILE
-from tasks.training.train import train_seed
+from tasks.training.train import RECORD_FILE, split_heldout, train_seed
 
 from .conftest import small_training_inputs
 
@@ -215,3 +217,19 @@ def _hot_trainer_with_heldout(
         heldout_batch_prompts=heldout_batch_prompts,
     )
     return build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")
+
+
+def test_each_heldout_eval_logs_how_its_sentiments_read_the_stars(small_run) -> None:
+    store, adapter = small_run
+    evals = [e for e in store.read_json(adapter.log_history) if "eval_reward" in e]
+    prepared = store.read_json(f"runs/{adapter.run_key}/{RECORD_FILE}")["prepared"]
+    heldout = split_heldout(store.read_jsonl(prepared["train"]), 4)[1]
+    judged = Counter(star_sentiment(r["review_score"]) for r in heldout if r["review_score"])
+    assert judged == {"negativo": 1}  # one review of the four held-out prompts
+    for entry in evals:
+        # Counts averaged over the eval's batches: none agrees (a random model writes no JSON),
+        # and the held-out review is counted in its group.
+        assert entry["eval_stars_negativo/agreed"] == entry["eval_stars_positivo/agreed"] == 0
+        assert entry["eval_stars_negativo/reviews"] > 0 == entry["eval_stars_positivo/reviews"]
+    best = store.read_json(f"runs/{adapter.run_key}/best.json")
+    assert best["star_agreement"] == 0.0

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from rewards import TASKS
-from rewards.extraction import parse_json_object
+from rewards.extraction import stated_sentiment
 from rewards.review_evidence import SENTIMENT_ORDER, star_sentiment
 from tasks.evaluation.stats import OVERALL
 
@@ -54,9 +54,7 @@ def sentiment_by_stars(
             if row["task"] != "extraction" or stars.get(row["prompt_id"]) is None:
                 continue
             expected = star_sentiment(stars[row["prompt_id"]])
-            data, _ = parse_json_object(row["completion"])
-            said = data.get("sentiment") if data else None
-            counts[expected][0] += isinstance(said, str) and said.strip().lower() == expected
+            counts[expected][0] += stated_sentiment(row["completion"]) == expected
             counts[expected][1] += 1
         summary[model] = counts
     return summary

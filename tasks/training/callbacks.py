@@ -21,6 +21,7 @@ from rewards import SCORERS, RewardFunction
 from tasks.core import signals
 from tasks.core.store import ArtifactStore
 from tasks.training.checkpoints import RunCheckpoints
+from tasks.training.star_agreement import balanced_agreement
 from tasks.training.stopping import HELDOUT_TRUNCATED, StopRules
 from tasks.training.task_weighting import TaskWeighting
 
@@ -160,17 +161,26 @@ class KeepBest(TrainerCallback):
             return
         step = state.global_step
         truncated = logs.get(HELDOUT_TRUNCATED)
-        if self.rules.observe(step, logs["eval_reward"], logs.get("eval_entropy"), truncated):
+        agreement = balanced_agreement(logs)
+        if not self.rules.reads_stars(agreement):
+            log.warning(
+                "step %d is not kept: its held-out sentiments agree with the stars %.0f%%, "
+                "the start's %.0f%%",
+                step,
+                100 * agreement,
+                100 * self.rules.start_agreement,
+            )
+        reward, entropy = logs["eval_reward"], logs.get("eval_entropy")
+        if self.rules.observe(step, reward, entropy, truncated, agreement):
             with tempfile.TemporaryDirectory(prefix="tucano-best-") as tmp:
                 model.save_pretrained(tmp)
                 self.store.put_dir(tmp, f"{self.folder}/{BEST_FOLDER}")
             self.store.write_json(
-                f"{self.folder}/{BEST_RECORD}", {"step": step, "eval_reward": logs["eval_reward"]}
+                f"{self.folder}/{BEST_RECORD}",
+                {"step": step, "eval_reward": reward, "star_agreement": agreement},
             )
             self.checkpoints.protected = {step}
-            log.info(
-                "new best adapter at step %d (held-out reward %.4f)", step, logs["eval_reward"]
-            )
+            log.info("new best adapter at step %d (held-out reward %.4f)", step, reward)
         if self.rules.stop_reason:
             log.warning("stopping at step %d: %s", step, self.rules.stop_reason)
             control.should_training_stop = True

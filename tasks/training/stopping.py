@@ -10,8 +10,9 @@ that cuts fewer answers is best: GRPO's rewards do not see an answer that goes o
 and such an adapter scored well (seed 1 of cpu_tiny: every SQL answer cut at the limit,
 docs/measurements.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.49 while
 its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
-The state round-trips through a dict, so
-it is saved with every checkpoint and a resumed run decides exactly as an uninterrupted one.
+An eval whose answers read the reviews' stars worse than the start's did (star_agreement.py) is
+never best: the start is, at worst. The state round-trips through a dict, so it is saved with
+every checkpoint and a resumed run decides exactly as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -35,22 +36,33 @@ class StopRules:
     # The best eval's share of answers cut beyond `max_truncated` (0 within it): lower wins first.
     best_cut: float = 0.0
     best_step: int | None = None
+    # The first eval's (the start's) agreement of the sentiment with the stars.
+    start_agreement: float | None = None
     evals_since_best: int = 0
     entropy_start: float | None = None
     low_entropy_evals: int = 0
     stop_reason: str | None = None
 
     def observe(
-        self, step: int, reward: float, entropy: float | None, truncated: float | None = None
+        self,
+        step: int,
+        reward: float,
+        entropy: float | None,
+        truncated: float | None = None,
+        agreement: float | None = None,
     ) -> bool:
-        """Record one eval (`truncated`: the share of its answers cut at the token limit); True
-        when it is a new best."""
+        """Record one eval (`truncated`: the share of its answers cut at the token limit;
+        `agreement`: how its sentiments read the stars); True when it is a new best."""
+        if self.best_step is None:
+            self.start_agreement = agreement
         within = self.max_truncated is None or truncated is None or truncated <= self.max_truncated
         cut = 0.0 if within else truncated
-        improved = (
-            self.best_step is None
-            or cut < self.best_cut
-            or (cut == self.best_cut and reward > self.best_reward + self.min_improvement)
+        improved = self.best_step is None or (
+            self.reads_stars(agreement)
+            and (
+                cut < self.best_cut
+                or (cut == self.best_cut and reward > self.best_reward + self.min_improvement)
+            )
         )
         if improved:
             self.best_reward, self.best_step, self.evals_since_best = reward, step, 0
@@ -65,6 +77,12 @@ class StopRules:
         if self.entropy_fraction is not None and entropy is not None:
             self._watch_entropy(entropy)
         return improved
+
+    def reads_stars(self, agreement: float | None) -> bool:
+        """Whether an eval's sentiments agree with the stars at least as often as the start's."""
+        return (
+            agreement is None or self.start_agreement is None or (agreement >= self.start_agreement)
+        )
 
     def _watch_entropy(self, entropy: float) -> None:
         if self.entropy_start is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +19,7 @@ from prefect import task
 
 from configs.recipe import LoraConfig, TrainingConfig
 from rewards import RewardFunction, TokenBudget, trl_component_functions, trl_reward_functions
+from rewards.review_evidence import star_sentiment
 from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.locks import StoreLock
@@ -33,6 +35,7 @@ from tasks.training.backends import (
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.heldout import with_heldout_sampling
 from tasks.training.rollout import with_engine
+from tasks.training.star_agreement import with_star_agreement
 from tasks.training.stopping import StopRules
 
 if TYPE_CHECKING:
@@ -118,21 +121,42 @@ def reward_functions(
 ) -> list[RewardFunction]:
     """GDPO (per-component normalisation) needs the components as separate functions; the seed's
     summed reward needs one total per task. A rollout cut at max_completion_length is scored as
-    cut, as evaluation scores it."""
+    cut, as evaluation scores it. Extraction's also logs how the sentiments read the stars."""
     budget = TokenBudget(training.max_completion_length, frozenset({tokenizer.eos_token_id}))
     if training.multi_objective_aggregation == "normalize_then_sum":
-        return trl_component_functions(database, budget)
-    return trl_reward_functions(database, budget)
+        return with_star_agreement(trl_component_functions(database, budget))
+    return with_star_agreement(trl_reward_functions(database, budget))
 
 
 def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]:
-    """The last `heldout` train prompts (the file is already shuffled) are held out for periodic
-    eval; the final eval split is never seen during training."""
+    """`heldout` train prompts held out for the periodic eval (the final eval split is never seen
+    in training): of each task as many as among the file's last `heldout` (it is shuffled), and of
+    a task's reviews as many of each star group (1-2, 3, 4-5) as it has, from the end. The last
+    16 of cpu_smol's extraction prompts were 9 of 1-2 stars and 4 of 4-5: an adapter that said
+    "negativo" to every review scored better on them than its start."""
     if heldout >= len(rows):
         raise ValueError(
             f"training.heldout_prompts={heldout} leaves no train prompts of {len(rows)}"
         )
-    return (rows[:-heldout], rows[-heldout:]) if heldout else (rows, [])
+    chosen: set[int] = set()
+    for task_name, count in Counter(row["task"] for row in rows[len(rows) - heldout :]).items():
+        strata: dict[str | None, list[int]] = {}
+        for index in reversed(range(len(rows))):
+            if rows[index]["task"] == task_name:
+                stars = rows[index].get("review_score")
+                group = None if stars is None else star_sentiment(stars)
+                strata.setdefault(group, []).append(index)
+        chosen.update(_in_turn(list(strata.values()), count))
+    kept = [row for index, row in enumerate(rows) if index not in chosen]
+    return kept, [rows[index] for index in sorted(chosen)]
+
+
+def _in_turn(groups: list[list[int]], count: int) -> list[int]:
+    """`count` items taken from the groups in turn, each from its front, until they run out."""
+    taken: list[int] = []
+    for depth in range(max(map(len, groups), default=0)):
+        taken.extend(group[depth] for group in groups if depth < len(group))
+    return taken[:count]
 
 
 FINAL_FOLDER = "final"

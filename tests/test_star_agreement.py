@@ -1,0 +1,99 @@
+"""The held-out split balanced by star group, and how each eval logs the stars' agreement."""
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from rewards import trl_component_functions, trl_reward_functions
+from tasks.training.star_agreement import balanced_agreement, with_star_agreement
+from tasks.training.train import split_heldout
+
+
+def _review(index: int, stars: int) -> dict[str, Any]:
+    return {"task": "extraction", "prompt_id": f"r{index}", "review_score": stars}
+
+
+def _question(index: int) -> dict[str, Any]:
+    return {"task": "sql_qa", "prompt_id": f"q{index}", "review_score": None}
+
+
+def test_the_heldout_reviews_take_each_star_group_in_turn_from_the_end() -> None:
+    # cpu_smol's skew: the file ends in one-star reviews.
+    rows = [_review(i, 5) for i in range(10)] + [_review(10 + i, 1) for i in range(20)]
+    kept, heldout = split_heldout(rows, 6)
+    assert Counter(row["review_score"] for row in heldout) == {1: 3, 5: 3}
+    assert [row["prompt_id"] for row in heldout] == ["r7", "r8", "r9", "r27", "r28", "r29"]
+    assert len(kept) == 24 and not {r["prompt_id"] for r in kept} & {
+        r["prompt_id"] for r in heldout
+    }
+
+
+def test_a_group_that_runs_out_leaves_its_turn_to_the_others() -> None:
+    rows = (
+        [_review(0, 3)]
+        + [_review(1 + i, 2) for i in range(5)]
+        + [_review(6 + i, 4) for i in range(5)]
+    )
+    _, heldout = split_heldout(rows, 7)
+    assert Counter(row["review_score"] for row in heldout) == {3: 1, 2: 3, 4: 3}
+
+
+def test_each_task_keeps_its_count_among_the_last_prompts() -> None:
+    rows = [_review(i, 1 + i % 5) for i in range(30)] + [
+        row for i in range(10) for row in (_question(i), _review(30 + i, 1))
+    ]
+    _, heldout = split_heldout(rows, 8)
+    assert Counter(row["task"] for row in heldout) == {"sql_qa": 4, "extraction": 4}
+    assert [row["prompt_id"] for row in heldout if row["task"] == "sql_qa"] == [
+        "q6",
+        "q7",
+        "q8",
+        "q9",
+    ]
+    assert split_heldout(rows, 0) == (rows, [])
+    with pytest.raises(ValueError, match="heldout_prompts=50 leaves no train prompts of 50"):
+        split_heldout(rows, 50)
+
+
+def _answer(sentiment: str) -> list[dict[str, str]]:
+    return [{"role": "assistant", "content": json.dumps({"sentiment": sentiment})}]
+
+
+@pytest.mark.parametrize("functions", [trl_reward_functions, trl_component_functions])
+def test_the_first_extraction_function_logs_the_counts_once_a_batch(functions) -> None:
+    wrapped = with_star_agreement(functions())
+    logged: list[tuple[str, float]] = []
+    said = ["negativo", "negativo", "positivo", "negativo", "neutro", "positivo"]
+    stars = [1, 2, 5, 4, 3, None]
+    tasks = ["extraction"] * 5 + ["sql_qa"]
+    columns = {
+        "review_score": stars,
+        "log_metric": lambda name, value: logged.append((name, value)),
+    }
+    totals = [f([_answer(s) for s in said], tasks, **columns) for f in wrapped]
+    plain = [f([_answer(s) for s in said], tasks, review_score=stars) for f in functions()]
+    assert totals == plain  # the scores are the reward's own
+    assert [f.__name__ for f in wrapped] == [f.__name__ for f in functions()]
+    assert logged == [
+        ("stars_negativo/agreed", 2),
+        ("stars_negativo/reviews", 2),
+        ("stars_positivo/agreed", 1),
+        ("stars_positivo/reviews", 2),
+    ]
+    # TRL averages each metric over a log's batches and prefixes eval's with "eval_".
+    logs = {f"eval_{name}": value for name, value in logged}
+    assert balanced_agreement(logs) == pytest.approx((1.0 + 0.5) / 2)
+
+
+def test_a_constant_answer_reads_half_whatever_the_mix() -> None:
+    logs = {
+        "eval_stars_negativo/agreed": 9.0,
+        "eval_stars_negativo/reviews": 9.0,
+        "eval_stars_positivo/agreed": 0.0,
+        "eval_stars_positivo/reviews": 4.0,
+    }
+    assert balanced_agreement(logs) == 0.5
+    assert balanced_agreement({**logs, "eval_stars_positivo/reviews": 0.0}) == 1.0
+    assert balanced_agreement({"eval_reward": 0.6}) is None
