@@ -1,7 +1,7 @@
 """How the held-out answers' sentiment reads the reviews' stars, logged with every eval.
 
 The held-out reward can rise while the policy says one sentiment to every review: seed 456 of a
-cpu_smol run learned "negativo" for all (0 of 14 happy eval reviews read positivo), and its
+cpu_smol run learned "negativo" for all (0 of 25 four- and five-star eval reviews), and its
 held-out reward rose 0.650 → 0.688 because 9 of its 16 held-out reviews had one or two stars.
 Each scored batch logs, through TRL's `log_metric`, how many extraction answers on 1-2 and on 4-5
 star reviews say the sentiment the stars call for; the stop rules keep no step whose agreement is
