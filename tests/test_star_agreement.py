@@ -1,12 +1,15 @@
 """The held-out split balanced by star group, and how each eval logs the stars' agreement."""
 
 import json
+import logging
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from rewards import trl_component_functions, trl_reward_functions
+from tasks.training.callbacks import LogSteps
 from tasks.training.star_agreement import balanced_agreement, with_star_agreement
 from tasks.training.train import split_heldout
 
@@ -97,3 +100,54 @@ def test_a_constant_answer_reads_half_whatever_the_mix() -> None:
     assert balanced_agreement(logs) == 0.5
     assert balanced_agreement({**logs, "eval_stars_positivo/reviews": 0.0}) == 1.0
     assert balanced_agreement({"eval_reward": 0.6}) is None
+
+
+STEP_LOGS = {"reward": 0.5, "learning_rate": 2e-4}
+
+
+@pytest.mark.parametrize(
+    ("logs", "said"),
+    [
+        # A training step (TRL logs train metrics unprefixed): one side lost, shown at once.
+        (
+            {
+                **STEP_LOGS,
+                "stars_negativo/agreed": 1.0,
+                "stars_negativo/reviews": 8.0,
+                "stars_positivo/agreed": 8.0,
+                "stars_positivo/reviews": 8.0,
+            },
+            "sentiment as the stars say: 1-2 stars 12%, 4-5 stars 100%",
+        ),
+        # A step that drew no high-star review names the group it judged.
+        (
+            {**STEP_LOGS, "stars_negativo/agreed": 4.0, "stars_negativo/reviews": 4.0},
+            "sentiment as the stars say: 1-2 stars 100%",
+        ),
+        # No review answered (SQL only, or only 3-star reviews): the line as before.
+        ({**STEP_LOGS, "stars_negativo/reviews": 0.0}, None),
+    ],
+)
+def test_each_step_line_says_how_its_samples_read_the_stars(caplog, logs, said) -> None:
+    state = SimpleNamespace(global_step=2, max_steps=4)
+    with caplog.at_level(logging.INFO, logger="tucano.train"):
+        LogSteps().on_log(None, state, None, logs=logs)
+    (line,) = caplog.messages
+    assert line.startswith("step 2/4 reward 0.500")
+    assert (said in line) if said else ("stars" not in line)
+
+
+def test_each_eval_line_says_how_the_heldout_answers_read_the_stars(caplog) -> None:
+    logs = {
+        "eval_reward": 0.72,
+        "eval_stars_negativo/agreed": 6.0,
+        "eval_stars_negativo/reviews": 6.0,
+        "eval_stars_positivo/agreed": 2.5,
+        "eval_stars_positivo/reviews": 5.0,
+    }
+    with caplog.at_level(logging.INFO, logger="tucano.train"):
+        LogSteps().on_log(None, SimpleNamespace(global_step=4, max_steps=4), None, logs=logs)
+    assert caplog.messages == [
+        "eval at step 4: held-out reward 0.7200, entropy nan, "
+        "sentiment as the stars say: 1-2 stars 100%, 4-5 stars 50%"
+    ]

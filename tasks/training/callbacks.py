@@ -21,7 +21,7 @@ from rewards import SCORERS, RewardFunction
 from tasks.core import signals
 from tasks.core.store import ArtifactStore
 from tasks.training.checkpoints import RunCheckpoints
-from tasks.training.star_agreement import balanced_agreement
+from tasks.training.star_agreement import agreement_words, balanced_agreement
 from tasks.training.stopping import HELDOUT_TRUNCATED, StopRules
 from tasks.training.task_weighting import TaskWeighting
 
@@ -48,7 +48,7 @@ class LogSteps(TrainerCallback):
         if logs and "reward" in logs:
             log.info(
                 "step %d/%d reward %.3f (std %.3f) frac_reward_zero_std %.2f entropy %.3f "
-                "clip_high %.3f lr %.2e",
+                "clip_high %.3f lr %.2e%s",
                 state.global_step,
                 state.max_steps,
                 logs["reward"],
@@ -57,6 +57,7 @@ class LogSteps(TrainerCallback):
                 logs.get("entropy", float("nan")),
                 logs.get("clip_ratio/high_mean", float("nan")),
                 logs.get("learning_rate", float("nan")),
+                agreement_words(logs, prefix=""),
             )
         if logs and "loss" in logs and "reward" not in logs:  # supervised fine-tuning
             log.info(
@@ -68,10 +69,11 @@ class LogSteps(TrainerCallback):
             )
         if logs and "eval_reward" in logs:
             log.info(
-                "eval at step %d: held-out reward %.4f, entropy %.3f",
+                "eval at step %d: held-out reward %.4f, entropy %.3f%s",
                 state.global_step,
                 logs["eval_reward"],
                 logs.get("eval_entropy", float("nan")),
+                agreement_words(logs),
             )
 
 

@@ -20,6 +20,7 @@ from rewards.extraction import stated_sentiment
 from rewards.review_evidence import star_sentiment
 
 JUDGED = ("negativo", "positivo")
+STAR_WORDS = {"negativo": "1-2", "positivo": "4-5"}
 
 
 def _keys(group: str) -> tuple[str, str]:
@@ -59,13 +60,32 @@ def with_star_agreement(functions: list[RewardFunction]) -> list[RewardFunction]
     return [*functions[:index], reward, *functions[index + 1 :]]
 
 
-def balanced_agreement(logs: dict[str, Any], prefix: str = "eval_") -> float | None:
-    """The mean over the star groups present of the share of answers that say what the stars
-    call for; None when the logs have no 1-2 or 4-5 star review."""
-    shares = []
+def group_agreement(logs: dict[str, Any], prefix: str = "eval_") -> dict[str, float]:
+    """Of each star group the logs judged, the share of answers that say what the stars call
+    for (1-2 stars "negativo", 4-5 "positivo")."""
+    shares = {}
     for group in JUDGED:
         agreed_key, reviews_key = _keys(group)
         agreed, reviews = logs.get(prefix + agreed_key), logs.get(prefix + reviews_key)
         if agreed is not None and reviews:
-            shares.append(agreed / reviews)
-    return sum(shares) / len(shares) if shares else None
+            shares[group] = agreed / reviews
+    return shares
+
+
+def balanced_agreement(logs: dict[str, Any], prefix: str = "eval_") -> float | None:
+    """The mean over the star groups present of the share of answers that say what the stars
+    call for; None when the logs have no 1-2 or 4-5 star review."""
+    shares = group_agreement(logs, prefix)
+    return sum(shares.values()) / len(shares) if shares else None
+
+
+def agreement_words(logs: dict[str, Any], prefix: str = "eval_") -> str:
+    """ ", sentiment as the stars say: 1-2 stars 12%, 4-5 stars 100%" for a log line; empty
+    where no 1-2 or 4-5 star review was answered. A policy that swings to one sentiment shows
+    here at the step it happens: on SmolLM2 one GRPO step turned the next step's one-star
+    samples from 3 of 4 "negativo" to 1 of 8, long before the next held-out eval."""
+    shares = group_agreement(logs, prefix)
+    if not shares:
+        return ""
+    parts = ", ".join(f"{STAR_WORDS[group]} stars {share:.0%}" for group, share in shares.items())
+    return f", sentiment as the stars say: {parts}"
