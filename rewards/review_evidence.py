@@ -124,6 +124,10 @@ SENTIMENT_ORDER = ("negativo", "neutro", "positivo")
 EXTREME_STARS = (1, 5)
 
 
+# The stars of each sentiment, in words, for what the checks and logs say.
+STAR_GROUPS = {"negativo": "1-2", "neutro": "3", "positivo": "4-5"}
+
+
 def star_sentiment(stars: int) -> str:
     """1-2 negativo, 3 neutro, 4-5 positivo."""
     return "positivo" if stars >= 4 else "neutro" if stars == 3 else "negativo"

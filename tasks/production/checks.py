@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 from configs.recipe import MonitoringConfig
 from rewards.extraction import FIELDS, VALUE_CHECKS, parse_json_object
-from rewards.review_evidence import star_sentiment
+from rewards.review_evidence import STAR_GROUPS, star_sentiment
 from tasks.evaluation.report import fmt
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
@@ -38,7 +38,6 @@ COLLAPSE_LABELS = {
     "sentiment": "One sentiment for most answers",
     "churn_risk": "One churn risk for most answers",
 }
-STAR_GROUPS = {"negativo": "1-2", "neutro": "3", "positivo": "4-5"}
 # "Bom, mas..." is as much a 3-star review as a neutral one: its text, not its stars, says which
 # way it leans, so agreement is judged on the other reviews only.
 UNDECIDED_STARS = 3

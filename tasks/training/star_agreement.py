@@ -17,10 +17,9 @@ from typing import Any
 from rewards import RewardFunction
 from rewards.common import completion_text
 from rewards.extraction import stated_sentiment
-from rewards.review_evidence import star_sentiment
+from rewards.review_evidence import STAR_GROUPS, star_sentiment
 
 JUDGED = ("negativo", "positivo")
-STAR_WORDS = {"negativo": "1-2", "positivo": "4-5"}
 
 
 def _keys(group: str) -> tuple[str, str]:
@@ -80,12 +79,12 @@ def balanced_agreement(logs: dict[str, Any], prefix: str = "eval_") -> float | N
 
 
 def agreement_words(logs: dict[str, Any], prefix: str = "eval_") -> str:
-    """ ", sentiment as the stars say: 1-2 stars 12%, 4-5 stars 100%" for a log line; empty
+    """The end of a log line, ", sentiment as the stars say: 1-2 stars 12%, 4-5 stars 100%"; empty
     where no 1-2 or 4-5 star review was answered. A policy that swings to one sentiment shows
     here at the step it happens: on SmolLM2 one GRPO step turned the next step's one-star
     samples from 3 of 4 "negativo" to 1 of 8, long before the next held-out eval."""
     shares = group_agreement(logs, prefix)
     if not shares:
         return ""
-    parts = ", ".join(f"{STAR_WORDS[group]} stars {share:.0%}" for group, share in shares.items())
+    parts = ", ".join(f"{STAR_GROUPS[group]} stars {share:.0%}" for group, share in shares.items())
     return f", sentiment as the stars say: {parts}"
