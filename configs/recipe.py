@@ -293,6 +293,15 @@ class TrainingConfig(_Strict):
         "share is never the best adapter while one within it exists, and beyond it the one "
         "that cuts fewer is; none = no limit.",
     )
+    max_star_agreement_drop: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="How far below the start's an eval's held-out sentiment agreement with the "
+        "stars (the mean of the 1-2 and 4-5 star groups' shares) may fall and the step still be "
+        "kept: on a few held-out reviews one review read otherwise is noise, a swing to one "
+        "sentiment for every review (50%) is not.",
+    )
     heldout_prompts: int = Field(
         32, ge=0, description="Train prompts held out for periodic eval; 0 turns eval off."
     )

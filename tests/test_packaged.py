@@ -219,10 +219,18 @@ def test_two_grpo_steps_sample_at_the_recipes_temperature_and_score_plain_text(
     assert not any(token in text for text in scored for token in CHAT_TOKENS)
 
 
-def test_one_sft_step_keeps_the_end_of_turn_in_the_merged_model(smol: Smol) -> None:
+def test_one_sft_step_of_the_recipes_kind_keeps_the_end_of_turn(smol: Smol) -> None:
     from transformers import AutoTokenizer, GenerationConfig
 
-    config = SftConfig(enabled=True, max_steps=1, batch_size=2, max_length=512)
+    shipped = load_recipe(CONFIG_DIR / "cpu_smol.yaml").sft
+    config = SftConfig(
+        enabled=True,
+        full_finetune=shipped.full_finetune,
+        learning_rate=shipped.learning_rate,
+        max_steps=1,
+        batch_size=2,
+        max_length=512,
+    )
     tuned = train_sft(config, LoraConfig(), smol.data, smol.base, smol.store)
     assert tuned.fingerprint != smol.base.fingerprint
     folder = smol.store.local_dir(tuned.location)
@@ -269,7 +277,7 @@ def test_the_smol_recipes_let_every_reference_answer_end(smol: Smol, tmp_path: P
     )
     tokenizer = load_tokenizer(smol.base, smol.store)
     for recipe in SMOL_RECIPES:
-        assert recipe.sft.enabled and not recipe.sft.full_finetune
+        assert recipe.sft.enabled
         assert answers_too_long(rows, tokenizer, recipe.answer_limit()) == {}
         assert examples_too_long(sft_examples(rows), tokenizer, recipe.sft.max_length)[0] == 0
         trained = [row for row in rows if row["task"] in recipe.training.tasks]

@@ -51,6 +51,7 @@ SHARED_WITH_CPU_SMOL = (
     "num_generations_eval",
     "min_improvement",
     "max_heldout_truncation",
+    "max_star_agreement_drop",
 )
 # The seed's V4.2 shape: group size, prompts a step, eval cadence and patience.
 V42_SHAPE = ("num_generations", "prompts_per_step", "eval_steps", "early_stopping_patience")
@@ -69,7 +70,9 @@ def test_gpu_smol_follows_cpu_smol_in_the_v42_shape() -> None:
         cpu.audit,
         cpu.monitoring,
     )
-    # Its SFT sees at least the CPU's examples, in the same shares of the tasks.
+    # Its SFT trains the same weights and sees at least the CPU's examples, in the same shares of
+    # the tasks.
+    assert gpu.sft.full_finetune == cpu.sft.full_finetune
     assert gpu.sft.max_steps * gpu.sft.batch_size >= cpu.sft.max_steps * cpu.sft.batch_size
     assert gpu.sft.task_mix == cpu.sft.task_mix
 

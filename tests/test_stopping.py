@@ -2,7 +2,9 @@
 
 import pytest
 
+from configs.recipe import CONFIG_DIR, load_recipe
 from tasks.training.stopping import StopRules
+from tasks.training.train import stop_rules
 
 
 def test_keeps_the_peak_and_stops_after_patience() -> None:
@@ -128,6 +130,26 @@ def test_an_adapter_that_reads_the_stars_worse_than_its_start_is_not_best(
     assert StopRules.from_state_dict(rules.state_dict()) == rules
 
 
+@pytest.mark.parametrize(
+    ("drop", "agreement", "kept"),
+    [
+        # The start read both star groups right (100%); the held-out 16 hold 5-6 of each group.
+        pytest.param(0.1, 0.9, True, id="one of five 4-5 star reviews read otherwise"),
+        pytest.param(0.1, (5 / 6 + 4 / 5) / 2, False, id="one review in each group"),
+        pytest.param(0.1, 0.5, False, id="one sentiment to all"),
+        pytest.param(0.0, 0.9, False, id="no tolerance: any drop"),
+    ],
+)
+def test_a_drop_within_the_tolerance_is_kept_and_one_beyond_it_is_not(
+    drop: float, agreement: float, kept: bool
+) -> None:
+    rules = StopRules(patience=10, max_agreement_drop=drop)
+    rules.observe(0, 0.742, None, agreement=1.0)
+    assert rules.observe(4, 0.817, None, agreement=agreement) is kept
+    assert rules.best_step == (4 if kept else 0)
+    assert StopRules.from_state_dict(rules.state_dict()) == rules
+
+
 def test_the_stars_outrank_the_truncation_limit_and_survive_a_resume() -> None:
     # A start beyond the cut limit stays best over an eval within it that reads the stars worse.
     rules = StopRules(patience=10, max_truncated=0.1)
@@ -136,3 +158,13 @@ def test_the_stars_outrank_the_truncation_limit_and_survive_a_resume() -> None:
     assert not rules.observe(10, 0.70, None, truncated=0.0, agreement=0.7)
     assert rules.best_step == 0 and rules.start_agreement == 0.8
     assert rules.observe(20, 0.70, None, truncated=0.0, agreement=0.8)
+
+
+def test_the_smol_recipe_keeps_a_step_that_read_one_review_otherwise_and_refuses_a_swing() -> None:
+    """cpu_smol's first run with every weight trained in SFT: seed 42's step 4 gained held-out
+    reward 0.742 -> 0.817 and read one of five 4-5 star reviews otherwise (100% -> 90%)."""
+    training = load_recipe(CONFIG_DIR / "cpu_smol.yaml").training
+    for agreement, kept in [(0.9, True), (0.5, False)]:
+        rules = stop_rules(training)
+        rules.observe(0, 0.742, None, 0.0, agreement=1.0)
+        assert rules.observe(4, 0.817, None, 0.0, agreement=agreement) is kept

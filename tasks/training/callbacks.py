@@ -167,10 +167,11 @@ class KeepBest(TrainerCallback):
         if not self.rules.reads_stars(agreement):
             log.warning(
                 "step %d is not kept: its held-out sentiments agree with the stars %.0f%%, "
-                "the start's %.0f%%",
+                "the start's %.0f%%, a drop beyond training.max_star_agreement_drop (%.2f)",
                 step,
                 100 * agreement,
                 100 * self.rules.start_agreement,
+                self.rules.max_agreement_drop,
             )
         reward, entropy = logs["eval_reward"], logs.get("eval_entropy")
         if self.rules.observe(step, reward, entropy, truncated, agreement):

@@ -10,8 +10,9 @@ that cuts fewer answers is best: GRPO's rewards do not see an answer that goes o
 and such an adapter scored well (seed 1 of cpu_tiny: every SQL answer cut at the limit,
 docs/measurements.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.49 while
 its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
-An eval whose answers read the reviews' stars worse than the start's did (star_agreement.py) is
-never best: the start is, at worst. The state round-trips through a dict, so it is saved with
+An eval whose answers read the reviews' stars worse than the start's did (star_agreement.py), by
+more than `max_agreement_drop` (one review of a handful is noise, a swing to one sentiment is not),
+is never best: the start is, at worst. The state round-trips through a dict, so it is saved with
 every checkpoint and a resumed run decides exactly as an uninterrupted one.
 """
 
@@ -23,6 +24,9 @@ from typing import Any
 
 # TRL's log key for the share of held-out answers cut at max_completion_length.
 HELDOUT_TRUNCATED = "eval_completions/clipped_ratio"
+# Agreements are shares of a few reviews: a drop of exactly the tolerance (100% -> 90%) is within
+# it, whatever the float rounding of the two shares.
+AGREEMENT_SLACK = 1e-9
 
 
 @dataclass
@@ -32,6 +36,7 @@ class StopRules:
     entropy_fraction: float | None = None
     entropy_evals: int = 2
     max_truncated: float | None = None
+    max_agreement_drop: float = 0.0
     best_reward: float = -math.inf
     # The best eval's share of answers cut beyond `max_truncated` (0 within it): lower wins first.
     best_cut: float = 0.0
@@ -79,9 +84,12 @@ class StopRules:
         return improved
 
     def reads_stars(self, agreement: float | None) -> bool:
-        """Whether an eval's sentiments agree with the stars at least as often as the start's."""
+        """Whether an eval's sentiments agree with the stars as often as the start's, give or
+        take `max_agreement_drop`."""
         return (
-            agreement is None or self.start_agreement is None or (agreement >= self.start_agreement)
+            agreement is None
+            or self.start_agreement is None
+            or agreement >= self.start_agreement - self.max_agreement_drop - AGREEMENT_SLACK
         )
 
     def _watch_entropy(self, entropy: float) -> None:

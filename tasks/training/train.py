@@ -393,6 +393,7 @@ def stop_rules(training: TrainingConfig) -> StopRules:
         entropy_fraction=guard.min_fraction if guard.enabled else None,
         entropy_evals=guard.evals,
         max_truncated=training.max_heldout_truncation,
+        max_agreement_drop=training.max_star_agreement_drop,
     )
 
 
