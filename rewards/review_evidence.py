@@ -149,8 +149,12 @@ class Reading:
         return float(isinstance(summary, str) and bool(content_words(summary) & self.about))
 
     def missed(self, answer: dict[str, object]) -> list[str]:
-        """The problems the customer wrote down that the answer says are not there."""
-        return [
+        """What the answer hides of the complaint: each problem the customer wrote down that it
+        says is not there, and a recommendation the review rules out (its words, or one or two
+        stars). Weighed only as evidence, the recommendation cost too little: GRPO on SmolLM2
+        said one- and two-star customers would recommend the shop (49 of 51) to flag every issue
+        instead (docs/real-model.md)."""
+        denied = [
             name
             for name in ISSUES
             if (expected := self.fields.get(name)) is not None
@@ -158,6 +162,14 @@ class Reading:
             and True in expected.right
             and answer.get(name) is False
         ]
+        recommend = self.fields.get("would_recommend")
+        if (
+            recommend is not None
+            and False in recommend.right
+            and answer.get("would_recommend") is True
+        ):
+            denied.append("would_recommend")
+        return denied
 
     def expected(self, field: str, unsettled: object = None) -> object:
         """The value this reading expects of a field (the first, where several are right), or
@@ -228,7 +240,7 @@ def read_review(text: str | None, stars: int | None, delivered_late: bool | None
         delivery = _flag(True, STATED)
     elif delivered_late:
         delivery = _flag(True, IMPLIED)
-    elif fine_said or on_time_by_negation:
+    elif fine_said or on_time_by_negation or delivered_late is False:
         delivery = _flag(False, IMPLIED)
     else:
         delivery = _flag(False, SILENT)

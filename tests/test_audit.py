@@ -133,6 +133,18 @@ def test_shipped_pairs_span_every_task_and_every_failure_kind() -> None:
             ),
             {"probe:hedged_judgement_scores_below_a_reading"},
         ),
+        # a recommendation on a one-star review weighed only as evidence, as at stop 46
+        (
+            "the recommendation",
+            lambda mp: mp.setattr(
+                review_evidence.Reading,
+                "missed",
+                lambda reading, answer, missed=review_evidence.Reading.missed: [
+                    name for name in missed(reading, answer) if name != "would_recommend"
+                ],
+            ),
+            {"probe:recommending_a_complaint_costs"},
+        ),
         # "sem defeito" read as a defect
         (
             "negation",

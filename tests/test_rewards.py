@@ -20,7 +20,7 @@ from rewards.classify import classify
 from rewards.common import REPETITION_NGRAM, WORD, first_instance, fold, repeated_share
 from rewards.context import CONTEXT_KEYS, ContextError
 from rewards.extraction import normalize_pt_decimals, parse_json_object
-from rewards.review_evidence import read_review
+from rewards.review_evidence import IMPLIED, SILENT, read_review
 from tasks.evaluation.audit import load_audit_set
 from tasks.prep.rows import prompt_row
 
@@ -71,6 +71,21 @@ EXTRACTION = [
     # 3 for each thing the customer wrote: late, broken, not recommended, so churn; 0.5 for the
     # seller, of whom nothing is said; 1 for the summary)
     (_with(product_issue=False), REVIEW, 0.6 * (1.0 - EVIDENCE * 3 / 13.5)),
+    # "não recomendo" answered with a recommendation hides the complaint as a denied problem does
+    (_with(would_recommend=True), REVIEW, 0.6 * (1.0 - EVIDENCE * 3 / 13.5)),
+    # and so does one the stars alone rule out (a one-star "Péssimo" of an order on time: the
+    # stars weigh 1 of 5, what the dates imply 1, silence on product and seller 0.5 each, summary 1)
+    (
+        _with(
+            would_recommend=True,
+            delivery_issue=False,
+            product_issue=False,
+            delivered_late=False,
+            summary="Péssimo",
+        ),
+        {**REVIEW, "review_text": "Péssimo", "gold_delivered_late": False},
+        0.6 * (1.0 - EVIDENCE * 1 / 5),
+    ),
     # a boolean is not the integer score: 9/10 values, and the gold score check fails
     (_with(sentiment_score=True), REVIEW, 1.0 - FORM * 0.04 - GOLD_PART / 3),
     # two fields of ten: the judgement is earned on two of ten fields
@@ -129,6 +144,14 @@ READINGS = [
 def test_a_review_is_read_with_its_negations(text: str, stars: int, expected: dict) -> None:
     reading = read_review(text, stars, None)
     assert {name: reading.expected(name) for name in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("delivered_late", "weight"), [(True, IMPLIED), (False, IMPLIED), (None, SILENT)]
+)
+def test_the_order_dates_weigh_on_delivery_when_the_text_is_silent(delivered_late, weight) -> None:
+    delivery = read_review("Péssimo", 1, delivered_late).fields["delivery_issue"]
+    assert (delivery.right, delivery.weight) == (frozenset({bool(delivered_late)}), weight)
 
 
 def test_a_constant_judgement_scores_far_below_a_reading_one() -> None:

@@ -249,6 +249,18 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
             < 0.7 * score("extraction", _RIGHT_READING, **_COMPLAINT).total
         ),
     ),
+    "recommending_a_complaint_costs": (
+        "SmolLM2's GRPO said 49 of 51 one- and two-star customers would recommend the shop",
+        lambda _: (
+            score(
+                "extraction",
+                _RIGHT_READING.replace('"would_recommend": false', '"would_recommend": true'),
+                **{**_COMPLAINT, "review_text": "Péssimo."},
+            ).total
+            < 0.7
+            * score("extraction", _RIGHT_READING, **{**_COMPLAINT, "review_text": "Péssimo."}).total
+        ),
+    ),
     "negation_is_read": (
         '"não tive nenhum problema" is no problem; "sem defeito" is no product issue',
         lambda _: all(
