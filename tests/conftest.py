@@ -4,8 +4,10 @@ check that no process outlives the session."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -47,18 +49,41 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[ArtifactStore, P
     return store, prepare_data(fingerprint_source(str(SHIPPED_DATA)), DataConfig(), store)
 
 
-def small_training_inputs(store: ArtifactStore) -> tuple[PreparedData, BaseModelArtifact]:
-    """40 train prompts and the smallest Qwen2: enough for real GRPO steps in seconds."""
-    from tasks.training.model import prepare_base_model
+class _Built(NamedTuple):
+    folders: Path  # each artifact's files, without its completeness marker
+    data: PreparedData
+    base: BaseModelArtifact
 
-    data = prepare_data(
-        fingerprint_source(str(SHIPPED_DATA)),
-        DataConfig(
-            train_size=40, eval_per_task={"extraction": 2, "sql_qa": 2, "insights": 2, "push": 2}
-        ),
-        store,
-    )
-    return data, prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2), data, store)
+
+_SMALL_INPUTS: list[_Built] = []
+
+
+def small_training_inputs(store: ArtifactStore) -> tuple[PreparedData, BaseModelArtifact]:
+    """40 train prompts and the smallest Qwen2: enough for real GRPO steps in seconds. Built once
+    a test process and copied into each store (the files prep and the model build would write
+    there): building them took about 2 s of CPU for each of some 40 tests."""
+    if not _SMALL_INPUTS:
+        from tasks.training.model import prepare_base_model
+
+        home = Path(tempfile.mkdtemp(prefix="tucano-small-inputs-"))
+        atexit.register(shutil.rmtree, home, True)
+        built = ArtifactStore(home / "store")
+        data = prepare_data(
+            fingerprint_source(str(SHIPPED_DATA)),
+            DataConfig(
+                train_size=40,
+                eval_per_task={"extraction": 2, "sql_qa": 2, "insights": 2, "push": 2},
+            ),
+            built,
+        )
+        base = prepare_base_model(ModelConfig(tiny=SMALLEST_QWEN2), data, built)
+        for folder in (data.folder, base.location):
+            built.get_dir(folder, home / "folders" / folder)
+        _SMALL_INPUTS.append(_Built(home / "folders", data, base))
+    folders, data, base = _SMALL_INPUTS[0]
+    for folder in (data.folder, base.location):
+        store.put_dir(folders / folder, folder)
+    return data, base
 
 
 @pytest.fixture(scope="session")

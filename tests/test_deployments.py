@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
@@ -26,6 +27,7 @@ from prefect.client.schemas.filters import (
 from prefect.client.schemas.sorting import ArtifactSort, LogSort
 from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.states import Crashed
 
 from flows.deploy import GPU_DEPLOYMENTS, LOCAL_DEPLOYMENTS, ZOMBIE_AUTOMATION, deploy
 from flows.fanout import RESUME_TAG, handoff_path, successor
@@ -189,12 +191,17 @@ def test_a_killed_training_run_is_resumed_from_its_last_checkpoint(server, tmp_p
 
 
 def test_the_attempt_limit_holds(server, tmp_path) -> None:
+    """A crash on the last allowed attempt starts nothing. How a crash gets reported (a killed
+    process, a lost machine) is the two tests around this one: here the run, scheduled an hour
+    ahead so that no worker takes it, is set Crashed through the API, which is what the resume
+    automation reacts to."""
     recipe = _recipe(tmp_path / "recipe.yaml", max_steps=16, save_steps=2)
-    store = tmp_path / "store"
-    parameters = _run_parameters(recipe, store, 6, max_attempts=1)
-    run = run_deployment(SEEDED, parameters=parameters, timeout=0)
-    _kill_after_checkpoint(run.id, store, step=2)
-    assert _final(run.id, timeout=60).state.is_crashed()
+    parameters = _run_parameters(recipe, tmp_path / "store", 6, max_attempts=1)
+    later = datetime.now(UTC) + timedelta(hours=1)
+    run = run_deployment(SEEDED, parameters=parameters, timeout=0, scheduled_time=later)
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(run.id, Crashed(message="its machine is gone"), force=True)
+    assert _read(run.id).state.is_crashed()
     wait_for(
         lambda: any(
             row["crashed_run"] == str(run.id) and row["outcome"] == "not resumed: 1 of 1 runs"

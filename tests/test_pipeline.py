@@ -373,9 +373,13 @@ def test_data_cache_follows_content_not_location(first_run, olist_copy: Path) ->
 
 
 def test_a_failed_training_task_is_retried_and_resumes_from_its_checkpoint(
-    tmp_path: Path, monkeypatch, caplog
+    first_run, tmp_path: Path, monkeypatch, caplog
 ) -> None:
+    """GRPO crashes at step 3 of a new seed; the training task is retried at once and resumes from
+    checkpoint 2. On the first run's store, so that data, audit, model and SFT come from its
+    cache and the crash lands in GRPO, not in SFT (which logs its steps the same way)."""
     from tasks.training import callbacks
+    from tasks.training.train import train_seed_task
 
     original = callbacks.LogSteps.on_log
     crashed = []
@@ -387,12 +391,15 @@ def test_a_failed_training_task_is_retried_and_resumes_from_its_checkpoint(
         return original(self, args, state, control, logs=logs, **kwargs)
 
     monkeypatch.setattr(callbacks.LogSteps, "on_log", crash_once_at_step_3)
+    monkeypatch.setattr(train_seed_task, "retry_delay_seconds", 0)
+    _, _, store, _ = first_run
     config = _write_recipe(tmp_path / "recipe.yaml", training={"max_steps": 4, "save_steps": 2})
-    store = ArtifactStore(tmp_path / "artifacts")
-    with caplog.at_level("INFO", logger="tucano.train"):
-        adapter = in_store(train_flow, store)(config, store.root, str(SHIPPED_DATA), seed=1)
+    with caplog.at_level("INFO", logger="tucano"):
+        adapter = in_store(train_flow, store)(config, store.root, str(SHIPPED_DATA), seed=3)
     assert crashed == [3]
-    assert "resuming at step 2" in caplog.text
+    grpo = [record.getMessage() for record in caplog.records if record.name == "tucano.train"]
+    assert any("training seed 3" in line and "resuming at step 2" in line for line in grpo), grpo
+    assert not any(record.name == "tucano.sft" for record in caplog.records)  # from the cache
     assert adapter.global_step == 4
 
 

@@ -33,32 +33,22 @@ def test_sft_learns_the_train_split_s_references_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("full_finetune", [False, True])
-def test_the_sft_model_is_plain_weights_that_load_without_peft(
-    tmp_path: Path, full_finetune: bool
+def test_sft_gives_plain_weights_and_a_crashed_run_resumes_to_the_same_model(
+    tmp_path: Path, monkeypatch, caplog, full_finetune: bool
 ) -> None:
     from transformers import AutoModelForCausalLM
 
-    store = ArtifactStore(tmp_path)
-    data, base = small_training_inputs(store)
-    config = SMALL_SFT.model_copy(update={"full_finetune": full_finetune})
-    model = train_sft(config, LoraConfig(), data, base, store)
-    assert model.source == "sft" and model.fingerprint != base.fingerprint
-    folder = store.local_dir(model.location)
-    assert not (folder / "adapter_config.json").exists()
-    loaded = AutoModelForCausalLM.from_pretrained(folder)
-    assert not hasattr(loaded, "peft_config")
-    history = store.read_json(f"{model.location.rsplit('/', 1)[0]}/log_history.json")
-    assert [h["step"] for h in history if "loss" in h][-1] == 4
-
-
-@pytest.mark.parametrize("full_finetune", [False, True])
-def test_a_crashed_sft_run_resumes_from_its_checkpoint_to_the_same_model(
-    tmp_path: Path, monkeypatch, caplog, full_finetune: bool
-) -> None:
     config = SMALL_SFT.model_copy(update={"full_finetune": full_finetune})
     store = ArtifactStore(tmp_path / "a")
     data, base = small_training_inputs(store)
     uninterrupted = train_sft(config, LoraConfig(), data, base, store)
+    # A plain model, the adapter (if any) merged in: it loads without PEFT.
+    assert uninterrupted.source == "sft" and uninterrupted.fingerprint != base.fingerprint
+    folder = store.local_dir(uninterrupted.location)
+    assert not (folder / "adapter_config.json").exists()
+    assert not hasattr(AutoModelForCausalLM.from_pretrained(folder), "peft_config")
+    history = store.read_json(f"{uninterrupted.location.rsplit('/', 1)[0]}/log_history.json")
+    assert [h["step"] for h in history if "loss" in h][-1] == 4
 
     again = ArtifactStore(tmp_path / "b")
     data, base = small_training_inputs(again)

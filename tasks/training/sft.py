@@ -168,6 +168,7 @@ def _train_sft_unlocked(
     model, tokenizer = load_model_and_tokenizer(base, store)
 
     from datasets import Dataset
+    from transformers import set_seed
     from transformers.trainer_callback import PrinterCallback
     from trl import SFTTrainer
 
@@ -199,6 +200,9 @@ def _train_sft_unlocked(
     with tempfile.TemporaryDirectory(prefix="tucano-sft-") as tmp:
         workdir = Path(tmp)
         resume = checkpoints.restore_latest(workdir / "checkpoints")
+        # SFTTrainer draws the LoRA initialisation before it seeds anything, as GRPOTrainer does
+        # (train.py): a run whose process had drawn something else before trained other weights.
+        set_seed(config.seed)
         trainer = SFTTrainer(
             model=model,
             args=sft_args(config, workdir / "checkpoints"),
