@@ -79,6 +79,8 @@ _CONSTANT = (
 )
 # The reading with "neutro": the hedge that cannot be wrong by much.
 _NEUTRAL = _RIGHT_READING.replace('"negativo"', '"neutro"')
+# A one-star review that says nothing a recommendation could be read from: the stars rule it out.
+_STARS_ONLY_COMPLAINT = {**_COMPLAINT, "review_text": "Péssimo."}
 # One good answer per task, for the probes that hold a rule for every task.
 _PUSH = "Seu pedido chegou! Conta pra gente o que achou 💙"
 
@@ -255,10 +257,9 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
             score(
                 "extraction",
                 _RIGHT_READING.replace('"would_recommend": false', '"would_recommend": true'),
-                **{**_COMPLAINT, "review_text": "Péssimo."},
+                **_STARS_ONLY_COMPLAINT,
             ).total
-            < 0.7
-            * score("extraction", _RIGHT_READING, **{**_COMPLAINT, "review_text": "Péssimo."}).total
+            < 0.7 * score("extraction", _RIGHT_READING, **_STARS_ONLY_COMPLAINT).total
         ),
     ),
     "negation_is_read": (
