@@ -119,13 +119,16 @@ class StoreLock:
                     return
                 continue
             top = generations[-1]
+            # Taken before the read: a holder in this process writes "released" before it
+            # leaves this set, so a token missing here was gone when the record was read.
+            held_when_read = frozenset(_held_here)
             holder = self._read(top)
             if holder is None:  # pruned between the listing and the read
                 continue
             seen = (top, holder["token"], holder["heartbeat"], holder["released"])
             if seen != watched:
                 watched, watched_since = seen, time.monotonic()
-            why = self._takeover_reason(holder, time.monotonic() - watched_since)
+            why = self._takeover_reason(holder, time.monotonic() - watched_since, held_when_read)
             if why is not None:
                 if why:
                     log.warning("taking over %s from %s: %s", self, _describe(holder), why)
@@ -137,12 +140,14 @@ class StoreLock:
                 log.info("waiting for %s, held by %s", self, _describe(holder))
             time.sleep(self.poll_s)
 
-    def _takeover_reason(self, holder: dict[str, Any], silent_s: float) -> str | None:
+    def _takeover_reason(
+        self, holder: dict[str, Any], silent_s: float, held_when_read: frozenset[str]
+    ) -> str | None:
         """None while the holder counts as alive; "" when it released the lock; else why not."""
         if holder["released"]:
             return ""
         if holder["pid_space"] == _pid_space():
-            if holder["pid"] == os.getpid() and holder["token"] not in _held_here:
+            if holder["pid"] == os.getpid() and holder["token"] not in held_when_read:
                 return "it was held in this process, which no longer holds it"
             if not _process_alive(holder["pid"]):
                 return "its process is gone"
