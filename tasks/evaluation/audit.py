@@ -85,6 +85,16 @@ _STARS_ONLY_COMPLAINT = {**_COMPLAINT, "review_text": "Péssimo."}
 _PUSH = "Seu pedido chegou! Conta pra gente o que achou 💙"
 
 
+def _one_field_wrong_costs(right: str, wrong: str, context: dict[str, Any]) -> bool:
+    """The right reading with one judgement field turned wrong keeps under 0.7 of its score."""
+    wrong_reading = _RIGHT_READING.replace(right, wrong)
+    assert wrong_reading != _RIGHT_READING, right
+    return (
+        score("extraction", wrong_reading, **context).total
+        < 0.7 * score("extraction", _RIGHT_READING, **context).total
+    )
+
+
 def _sql(completion: str, database: str, **options: Any) -> rewards.Score:
     return score("sql_qa", completion, database=database, gold_sql=_GOLD_SP, **options)
 
@@ -242,24 +252,14 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
     ),
     "missed_complaint_costs": (
         "sentiment right, the delivery problem that is the whole review missed: paid 1.0",
-        lambda _: (
-            score(
-                "extraction",
-                _RIGHT_READING.replace('"delivery_issue": true', '"delivery_issue": false'),
-                **_COMPLAINT,
-            ).total
-            < 0.7 * score("extraction", _RIGHT_READING, **_COMPLAINT).total
+        lambda _: _one_field_wrong_costs(
+            '"delivery_issue": true', '"delivery_issue": false', _COMPLAINT
         ),
     ),
     "recommending_a_complaint_costs": (
         "SmolLM2's GRPO said 49 of 51 one- and two-star customers would recommend the shop",
-        lambda _: (
-            score(
-                "extraction",
-                _RIGHT_READING.replace('"would_recommend": false', '"would_recommend": true'),
-                **_STARS_ONLY_COMPLAINT,
-            ).total
-            < 0.7 * score("extraction", _RIGHT_READING, **_STARS_ONLY_COMPLAINT).total
+        lambda _: _one_field_wrong_costs(
+            '"would_recommend": false', '"would_recommend": true', _STARS_ONLY_COMPLAINT
         ),
     ),
     "negation_is_read": (
