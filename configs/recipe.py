@@ -240,6 +240,19 @@ class TrainingConfig(_Strict):
         0.05, ge=0, lt=1, description="Share of max_steps over which the rate warms up."
     )
     beta: float = Field(0.0, ge=0, description="KL coefficient; 0 as Dr. GRPO for rule rewards.")
+    prompt_order: Literal["shuffled", "stratified"] = Field(
+        "shuffled",
+        description="How steps draw their prompts: shuffled (TRL's seeded shuffle) or stratified "
+        "(each step a cross-section of the split by task and star group; "
+        "tasks/training/prompt_order.py).",
+    )
+    stated_share: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="With prompt_order stratified: the share of each review task's prompts "
+        "whose review states a problem (delivery, product, seller); None: as in the split.",
+    )
     scale_rewards: Literal["none", "group", "batch"] = Field(
         "none", description="TRL's advantage scaling by the reward std; none as in Dr. GRPO."
     )
@@ -343,6 +356,15 @@ class TrainingConfig(_Strict):
     entropy_coef_max: float = Field(1.0, ge=0, description="Largest adaptive entropy bonus.")
     entropy_coef_delta: float = Field(0.005, ge=0, description="Adaptive step per optimizer step.")
     entropy_target: float = Field(0.2, ge=0, description="Mean per-token entropy (nats) to hold.")
+
+    @model_validator(mode="after")
+    def _stated_share_needs_strata(self) -> TrainingConfig:
+        if self.stated_share is not None and self.prompt_order != "stratified":
+            raise ValueError(
+                f"training.stated_share={self.stated_share} deals prompts to strata: it needs "
+                f"training.prompt_order: stratified (it is {self.prompt_order})"
+            )
+        return self
 
 
 class SftConfig(_Strict):

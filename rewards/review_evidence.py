@@ -148,20 +148,23 @@ class Reading:
             return None
         return float(isinstance(summary, str) and bool(content_words(summary) & self.about))
 
+    def stated_problems(self) -> list[str]:
+        """The issues the customer wrote down, in so many words."""
+        return [
+            name
+            for name in ISSUES
+            if (expected := self.fields.get(name)) is not None
+            and expected.weight == STATED
+            and True in expected.right
+        ]
+
     def missed(self, answer: dict[str, object]) -> list[str]:
         """What the answer hides of the complaint: each problem the customer wrote down that it
         says is not there, and a recommendation the review rules out (its words, or one or two
         stars). Weighed only as evidence, the recommendation cost too little: GRPO on SmolLM2
         said one- and two-star customers would recommend the shop (49 of 51) to flag every issue
         instead (docs/real-model.md)."""
-        denied = [
-            name
-            for name in ISSUES
-            if (expected := self.fields.get(name)) is not None
-            and expected.weight == STATED
-            and True in expected.right
-            and answer.get(name) is False
-        ]
+        denied = [name for name in self.stated_problems() if answer.get(name) is False]
         recommend = self.fields.get("would_recommend")
         if (
             recommend is not None

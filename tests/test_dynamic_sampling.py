@@ -82,3 +82,10 @@ def test_training_refills_batches_and_logs_it(tmp_path) -> None:
     assert all(0.0 <= f <= 1.0 for f in informative)
     checkpoint = f"runs/{adapter.run_key}/checkpoints/checkpoint-4/dynamic_sampling.json"
     assert store.read_json(checkpoint)["position"] == 2 * sum(refills)
+
+
+def test_a_stratified_prompt_stream_refills_with_cross_sections() -> None:
+    rows = [{"id": i, "task": "extraction", "review_score": 1 if i < 6 else 5} for i in range(12)]
+    stream = PromptStream(rows, seed=3, resume=None, stratified=True)
+    for _ in range(6):  # three passes of refills of four
+        assert sorted(row["review_score"] for row in stream.take(4)) == [1, 1, 5, 5]

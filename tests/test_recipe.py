@@ -40,6 +40,8 @@ def test_l4_recipe_states_the_seed_v42_run() -> None:
 # how rollouts are sampled and scored, how the adapter is chosen, how it is judged and watched.
 SHARED_WITH_CPU_SMOL = (
     "tasks",
+    "prompt_order",
+    "stated_share",
     "temperature",
     "mask_truncated_completions",
     "multi_objective_aggregation",

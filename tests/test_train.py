@@ -138,6 +138,36 @@ def test_grpo_trains_and_holds_out_only_the_recipe_s_tasks(tmp_path) -> None:
     ]
 
 
+def test_stratified_steps_take_their_prompts_in_the_stratified_order(tmp_path) -> None:
+    """TRL's sampler shuffles the dataset it is given unless told not to: each step's groups
+    must be the stratified order's next prompts, each repeated for its samples."""
+    from tasks.training.prompt_order import stratified_stream
+    from tasks.training.train import build_trainer
+
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+    training = TrainingConfig(
+        max_steps=4,
+        save_steps=4,
+        heldout_prompts=0,
+        num_generations=2,
+        prompts_per_step=3,
+        tasks=["extraction", "sql_qa"],
+        prompt_order="stratified",
+    )
+    run = build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")
+    rows = [row for row in store.read_jsonl(data.train) if row["task"] in training.tasks]
+    expected = [row["prompt_id"] for row in stratified_stream(rows, "3/steps", 12)]
+    batches = iter(run.trainer.get_train_dataloader())
+    taken = [row["prompt_id"] for _ in range(4) for row in next(batches)]
+    assert taken == [prompt for prompt in expected for _ in range(2)]
+    assert {star_sentiment(row["review_score"]) for row in rows if row.get("review_score")} == {
+        "negativo",
+        "neutro",
+        "positivo",
+    }
+
+
 def test_the_heldout_eval_samples_at_its_own_temperature(tmp_path) -> None:
     """Near-greedy held-out sampling gives a prompt the same answer twice; the rollouts' hot
     sampling does not, and training samples hot again after the eval."""

@@ -21,6 +21,8 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
+from tasks.training.prompt_order import stratified_stream
+
 STATE_FILE = "dynamic_sampling.json"
 # Advantages of a zero-variance group are zero up to the rounding of a mean of equal floats.
 ZERO_ADVANTAGE = 1e-6
@@ -78,15 +80,30 @@ def _pad(tensor: torch.Tensor, width: int, fill: float, left: bool) -> torch.Ten
 
 
 class PromptStream:
-    """An endless, seeded walk over the train rows, one shuffled pass after another; restored
-    to its saved position when the run resumes from a checkpoint."""
+    """An endless, seeded walk over the train rows, one shuffled pass after another (or the
+    recipe's stratified stream); restored to its saved position when the run resumes from a
+    checkpoint."""
 
-    def __init__(self, rows: list[dict[str, Any]], seed: int, resume: Path | None):
+    def __init__(
+        self,
+        rows: list[dict[str, Any]],
+        seed: int,
+        resume: Path | None,
+        *,
+        stratified: bool = False,
+        stated_share: float | None = None,
+    ):
         saved = resume / STATE_FILE if resume else None
         self.position = json.loads(saved.read_text())["position"] if saved and saved.exists() else 0
         self.rows, self.seed = rows, seed
+        self.stratified, self.stated_share = stratified, stated_share
 
     def take(self, count: int) -> list[dict[str, Any]]:
+        if self.stratified:
+            end = self.position + count
+            taken = stratified_stream(self.rows, f"{self.seed}/refills", end, self.stated_share)
+            self.position = end
+            return taken[-count:] if count else []
         taken = []
         for _ in range(count):
             epoch, index = divmod(self.position, len(self.rows))

@@ -34,6 +34,7 @@ from tasks.training.backends import (
 )
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.heldout import with_heldout_sampling
+from tasks.training.prompt_order import stratified_stream
 from tasks.training.rollout import with_engine
 from tasks.training.star_agreement import with_star_agreement
 from tasks.training.stopping import StopRules
@@ -97,6 +98,8 @@ def grpo_config(
         # Every completion of a step is one batch: prompts_per_step groups of num_generations.
         per_device_train_batch_size=training.prompts_per_step * training.num_generations,
         gradient_accumulation_steps=1,
+        # A stratified run hands TRL its prompts already in order.
+        shuffle_dataset=training.prompt_order == "shuffled",
         # Sampling is the recipe's alone: no top-k from the model's generation_config.json.
         top_k=0,
         save_strategy="steps",
@@ -187,6 +190,21 @@ class SeedRun:
     keep_best: KeepBest
 
 
+def step_prompts(
+    training: TrainingConfig, train_rows: list[dict[str, Any]], seed: int
+) -> list[dict[str, Any]]:
+    """The train prompts as the trainer's steps take them: TRL shuffles them itself, or, with
+    `prompt_order: stratified`, every prompt the run's steps need in stratified order."""
+    if training.prompt_order == "shuffled":
+        return train_rows
+    return stratified_stream(
+        train_rows,
+        f"{seed}/steps",
+        training.max_steps * training.prompts_per_step,
+        training.stated_share,
+    )
+
+
 def _prompt_sampling(
     training: TrainingConfig, train_rows: list[dict[str, Any]], seed: int, resume: Path | None
 ) -> tuple[Any, dict[str, Any], list[Any]]:
@@ -198,7 +216,13 @@ def _prompt_sampling(
     if not training.dynamic_sampling.enabled:
         return dynamic_sampling.GroupTiesGRPOTrainer, {}, []
 
-    stream = dynamic_sampling.PromptStream(train_rows, seed, resume)
+    stream = dynamic_sampling.PromptStream(
+        train_rows,
+        seed,
+        resume,
+        stratified=training.prompt_order == "stratified",
+        stated_share=training.stated_share,
+    )
     extra = {"prompt_stream": stream, "max_refills": training.dynamic_sampling.max_refills}
     stateful = [dynamic_sampling.SaveStreamPosition(stream)]
     return dynamic_sampling.DynamicSamplingGRPOTrainer, extra, stateful
@@ -255,7 +279,7 @@ def build_trainer(
         model=policy.model,
         reward_funcs=functions,
         args=grpo_config(training, seed, output_dir, resuming=resume is not None),
-        train_dataset=Dataset.from_list(train_rows),
+        train_dataset=Dataset.from_list(step_prompts(training, train_rows, seed)),
         eval_dataset=Dataset.from_list(heldout_rows) if heldout_rows else None,
         processing_class=policy.tokenizer,
         peft_config=policy.peft_config,
