@@ -4,7 +4,9 @@ and reviews that state a problem at the share the recipe asks for."""
 from collections import Counter
 
 import pytest
+from pydantic import ValidationError
 
+from configs.recipe import TrainingConfig
 from tasks.training.prompt_order import stratified_stream, stratum
 
 COMPLAINT = "O produto não chegou, atrasou muito."
@@ -105,3 +107,8 @@ def test_a_stated_share_with_nothing_stated_is_refused_by_name() -> None:
     rows = _rows(SPLIT)
     with pytest.raises(ValueError, match=r"stated_share=0.5.*extraction.*states a problem"):
         stratified_stream(rows, "5", 10, stated_share=0.5)
+
+
+def test_a_stated_share_without_strata_is_refused_by_name() -> None:
+    with pytest.raises(ValidationError, match=r"stated_share=0.5.*prompt_order: stratified"):
+        TrainingConfig(stated_share=0.5)
