@@ -112,3 +112,13 @@ def test_a_stated_share_with_nothing_stated_is_refused_by_name() -> None:
 def test_a_stated_share_without_strata_is_refused_by_name() -> None:
     with pytest.raises(ValidationError, match=r"stated_share=0.5.*prompt_order: stratified"):
         TrainingConfig(stated_share=0.5)
+
+
+def test_a_longer_stream_begins_with_the_shorter_one() -> None:
+    # The refill stream is dealt once and extended on this property.
+    rows = _rows(
+        {("extraction", 1, COMPLAINT): 5, ("extraction", 1, QUIET): 9, ("extraction", 5, QUIET): 7}
+    )
+    short = [row["id"] for row in stratified_stream(rows, "9", 30, stated_share=0.5)]
+    long = [row["id"] for row in stratified_stream(rows, "9", 97, stated_share=0.5)]
+    assert long[:30] == short

@@ -97,13 +97,23 @@ class PromptStream:
         self.position = json.loads(saved.read_text())["position"] if saved and saved.exists() else 0
         self.rows, self.seed = rows, seed
         self.stratified, self.stated_share = stratified, stated_share
+        # A stratified stream's first n prompts are a prefix of any longer one: dealt once and
+        # extended by doubling, not dealt again (reading every review) at each refill.
+        self._dealt: list[dict[str, Any]] = []
 
     def take(self, count: int) -> list[dict[str, Any]]:
         if self.stratified:
             end = self.position + count
-            taken = stratified_stream(self.rows, f"{self.seed}/refills", end, self.stated_share)
+            if len(self._dealt) < end:
+                self._dealt = stratified_stream(
+                    self.rows,
+                    f"{self.seed}/refills",
+                    max(end, 2 * len(self._dealt)),
+                    self.stated_share,
+                )
+            taken = self._dealt[self.position : end]
             self.position = end
-            return taken[-count:] if count else []
+            return taken
         taken = []
         for _ in range(count):
             epoch, index = divmod(self.position, len(self.rows))
