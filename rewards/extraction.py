@@ -14,7 +14,8 @@ read it; schema completeness 0.30; typed values 0.40), and the judgement the res
 - the issue, recommendation and churn fields against the evidence of the review (the customer's
   words, read with Portuguese negation; the stars; the order's dates), W_EVIDENCE
   (rewards/review_evidence.py); each problem the customer wrote down and the answer denies keeps
-  only MISSED_KEEPS of the total;
+  only MISSED_KEEPS of the total, and each one the review rules out (the order on time, "sem
+  defeito") and the answer reports only INVENTED_KEEPS;
 - the fields the order's data fixes (the stars as sentiment_score, lateness, category), W_GOLD.
 
 The judgement parts are earned in proportion to the fields present: an object cut after four
@@ -73,7 +74,14 @@ OPPOSITE_KEEPS = 0.35
 # A problem the customer wrote down ("não recebi", "veio quebrado") and the answer denies is the
 # review's point missed: the total keeps this share for each one.
 MISSED_KEEPS = 0.6
-COMPONENTS = ("json", "schema", "values", "sentiment", "evidence", "gold", "opposite", "missed")
+# A problem the review rules out (an order on time, "chegou antes do prazo") and the answer
+# reports is a false alarm, and costs what a miss does: so a flag pays only where the review more
+# likely states the problem than rules it out. Cheaper, it was the way round the miss: GRPO on
+# SmolLM2 flagged delivery on 79 of 80 eval reviews (docs/real-model.md).
+INVENTED_KEEPS = MISSED_KEEPS
+COMPONENTS = (
+    "json", "schema", "values", "sentiment", "evidence", "gold", "opposite", "missed", "invented",
+)  # fmt: skip
 # A cut answer never ended: its object may parse (a first copy before a loop, or what json-repair
 # completes), but production pays the whole token budget for it and the reader may get half an
 # object. Half its score.
@@ -232,8 +240,10 @@ def score(
     )
     keeps = OPPOSITE_KEEPS if wrong_way else 1.0
     components["opposite"] = -(1 - keeps) * subtotal
-    missed = len(reading.missed(data))
-    components["missed"] = -(1 - MISSED_KEEPS**missed) * subtotal * keeps
+    keeps_missed = MISSED_KEEPS ** len(reading.missed(data))
+    components["missed"] = -(1 - keeps_missed) * subtotal * keeps
+    invented = len(reading.invented(data))
+    components["invented"] = -(1 - INVENTED_KEEPS**invented) * subtotal * keeps * keeps_missed
     return Score(clamp01(sum(components.values())), components)
 
 

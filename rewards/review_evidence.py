@@ -25,10 +25,21 @@ NEGATORS = ("nao", "sem", "nunca", "nenhum", "nenhuma", "nem")
 # How many words back a negator still governs a cue ("não veio quebrado", "sem nenhum defeito").
 NEGATION_REACH = 2
 
+# An order that never came is told many ways ("Cadê meu pedido?", "Produto não entregue",
+# "Estou esperando o pedido"): a shorter list missed 44 of the 592 train reviews' delivery
+# complaints and 7 of the 80 eval reviews', and read most of them as "no problem". Whole words
+# where a prefix would catch praise: "cadê o pedido", not "cadeira"; "estou esperando", not "o
+# que eu estava esperando".
 DELIVERY_PROBLEM = (
-    "nao recebi", "nao chegou", "nao foi entregue", "nao entregaram", "nunca chegou",
-    "nunca recebi", "ainda nao", "atras", "demor", "extravi", "fora do prazo", "depois do prazo",
-    "apos o prazo", "passou do prazo", "entrega errada", "nao recebemos", "aguardando",
+    "nao receb", "nao cheg", "nao foi entregue", "nao entreg", "nao me foi entregue",
+    "nunca chegou", "nunca recebi", "nao veio nada", "ainda nao", "atras", "demor", "extravi",
+    "fora do prazo", "depois do prazo", "apos o prazo", "passou do prazo", "passou o prazo",
+    "prazo vencido", "nao cumpr", "deveria ter cheg", "entrega errada", "aguardando", "aguardei",
+    "aguardo receb", "aguardo entreg", "aguardo o produto", "estou esperando", "ainda esperando",
+    "esperando o", "esperando meu", "esperando minha", "esperando a entrega", "cade meu",
+    "cade minha", "cade o pedido", "cade o produto", "quero meu produto", "gostaria de receber",
+    "preciso receber", "quero receber", "espero receber", "antes de receber", "ate agora nada",
+    "nada de produto", "reenvi",
 )  # fmt: skip
 DELIVERY_FINE = (
     "antes do prazo", "dentro do prazo", "no prazo", "chegou rapid", "entrega rapida",
@@ -173,6 +184,19 @@ class Reading:
         ):
             denied.append("would_recommend")
         return denied
+
+    def invented(self, answer: dict[str, object]) -> list[str]:
+        """Each problem the answer reports that the review rules out: the order's dates say it
+        came on time, or the customer's words say all was well ("chegou antes do prazo", "sem
+        defeito"). Silence alone rules out nothing."""
+        return [
+            name
+            for name in ISSUES
+            if (expected := self.fields.get(name)) is not None
+            and expected.weight >= IMPLIED
+            and False in expected.right
+            and answer.get(name) is True
+        ]
 
     def expected(self, field: str, unsettled: object = None) -> object:
         """The value this reading expects of a field (the first, where several are right), or

@@ -145,6 +145,12 @@ def test_shipped_pairs_span_every_task_and_every_failure_kind() -> None:
             ),
             {"probe:recommending_a_complaint_costs"},
         ),
+        # a problem the order's dates rule out, reported, costs only its evidence, as at stop 48
+        (
+            "the false alarm",
+            lambda mp: mp.setattr(extraction, "INVENTED_KEEPS", 1.0),
+            {"probe:invented_complaint_costs"},
+        ),
         # "sem defeito" read as a defect
         (
             "negation",

@@ -38,6 +38,8 @@ REVIEW = {
     "gold_category": "moveis_decoracao",
 }
 FORM, SENTIMENT, EVIDENCE, GOLD_PART = 0.25, 0.30, 0.30, 0.15
+# The chair broken, not late.
+BROKEN_ON_TIME = "A cadeira veio quebrada. Não recomendo."
 
 
 def _with(**fields) -> str:
@@ -85,6 +87,31 @@ EXTRACTION = [
         ),
         {**REVIEW, "review_text": "Péssimo", "gold_delivered_late": False},
         0.6 * (1.0 - EVIDENCE * 1 / 5),
+    ),
+    # a delivery problem on an order that came on time, of which the customer says nothing, is a
+    # false alarm and costs what a miss does (the evidence weighs 1 for the dates, 3 each for the
+    # broken chair, "não recomendo" and so churn, 0.5 for the seller, 1 for the summary)
+    (
+        _with(delivered_late=False, summary="A cadeira veio quebrada."),
+        {**REVIEW, "review_text": BROKEN_ON_TIME, "gold_delivered_late": False},
+        0.6 * (1.0 - EVIDENCE * 1 / 11.5),
+    ),
+    # so is one the customer's words rule out, where the order has no dates
+    (
+        _with(delivered_late=False, summary="A cadeira veio quebrada."),
+        {
+            **REVIEW,
+            "review_text": "Chegou antes do prazo. " + BROKEN_ON_TIME,
+            "gold_delivered_late": None,
+        },
+        0.6 * (1.0 - EVIDENCE * 1 / 11.5),
+    ),
+    # silence rules nothing out: with no dates and no word of delivery, the flag costs only its
+    # weak evidence (0.5)
+    (
+        _with(delivered_late=False, summary="A cadeira veio quebrada."),
+        {**REVIEW, "review_text": BROKEN_ON_TIME, "gold_delivered_late": None},
+        1.0 - EVIDENCE * 0.5 / 11,
     ),
     # a boolean is not the integer score: 9/10 values, and the gold score check fails
     (_with(sentiment_score=True), REVIEW, 1.0 - FORM * 0.04 - GOLD_PART / 3),
@@ -136,6 +163,14 @@ READINGS = [
     ("Veio quebrado e o vendedor não responde.", 1, {"product_issue": True, "seller_issue": True}),
     ("Não recomendo, nunca mais compro.", 2, {"would_recommend": False, "churn_risk": "alto"}),
     ("Péssimo", 1, {"delivery_issue": False, "churn_risk": "alto"}),  # stars decide the rest
+    # an order that never came, told the ways Olist customers tell it
+    ("Cadê meu pedido????", 1, {"delivery_issue": True}),
+    ("Produto não entregue", 1, {"delivery_issue": True}),
+    ("Estou esperando o pedido", 2, {"delivery_issue": True}),
+    ("Gostaria de receber meu produto", 1, {"delivery_issue": True}),
+    # and praise that shares their letters
+    ("Cadeira azul linda, melhor do que eu estava esperando.", 5, {"delivery_issue": False}),
+    ("Adorei receber o produto, recomendo.", 5, {"delivery_issue": False}),
     ("Ótimo, comprarei novamente", 5, {"churn_risk": "baixo", "would_recommend": True}),
 ]
 

@@ -81,17 +81,31 @@ _CONSTANT = (
 _NEUTRAL = _RIGHT_READING.replace('"negativo"', '"neutro"')
 # A one-star review that says nothing a recommendation could be read from: the stars rule it out.
 _STARS_ONLY_COMPLAINT = {**_COMPLAINT, "review_text": "Péssimo."}
+# A one-star complaint of the product and the seller, of an order that came on time.
+_BROKEN_ON_TIME = {
+    **_COMPLAINT,
+    "review_text": "Veio quebrado e o vendedor não responde.",
+    "gold_delivered_late": False,
+}
+_BROKEN_ON_TIME_READING = (
+    _GOOD_JSON.replace('"delivery_issue": true', '"delivery_issue": false')
+    .replace('"delivered_late": true', '"delivered_late": false')
+    .replace('"seller_issue": false', '"seller_issue": true')
+    .replace("Chegou quebrado.", "Veio quebrado e o vendedor não responde.")
+)
 # One good answer per task, for the probes that hold a rule for every task.
 _PUSH = "Seu pedido chegou! Conta pra gente o que achou 💙"
 
 
-def _one_field_wrong_costs(right: str, wrong: str, context: dict[str, Any]) -> bool:
+def _one_field_wrong_costs(
+    right: str, wrong: str, context: dict[str, Any], reading: str = _RIGHT_READING
+) -> bool:
     """The right reading with one judgement field turned wrong keeps under 0.7 of its score."""
-    wrong_reading = _RIGHT_READING.replace(right, wrong)
-    assert wrong_reading != _RIGHT_READING, right
+    wrong_reading = reading.replace(right, wrong)
+    assert wrong_reading != reading, right
     return (
         score("extraction", wrong_reading, **context).total
-        < 0.7 * score("extraction", _RIGHT_READING, **context).total
+        < 0.7 * score("extraction", reading, **context).total
     )
 
 
@@ -254,6 +268,15 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
         "sentiment right, the delivery problem that is the whole review missed: paid 1.0",
         lambda _: _one_field_wrong_costs(
             '"delivery_issue": true', '"delivery_issue": false', _COMPLAINT
+        ),
+    ),
+    "invented_complaint_costs": (
+        "SmolLM2's GRPO flagged delivery on 79 of 80 reviews: a false alarm cost 0.03 here",
+        lambda _: _one_field_wrong_costs(
+            '"delivery_issue": false',
+            '"delivery_issue": true',
+            _BROKEN_ON_TIME,
+            _BROKEN_ON_TIME_READING,
         ),
     ),
     "recommending_a_complaint_costs": (
