@@ -318,6 +318,19 @@ class TrainingConfig(_Strict):
     heldout_prompts: int = Field(
         32, ge=0, description="Train prompts held out for periodic eval; 0 turns eval off."
     )
+    untrained_heldout_prompts: int = Field(
+        0,
+        ge=0,
+        description="Train prompts of each task the run does not train, answered at every "
+        "held-out eval as evaluation answers them (at heldout_temperature): an adapter on every "
+        "linear layer changes those answers too. 0 = none.",
+    )
+    max_untrained_drop: float = Field(
+        0.0,
+        ge=0,
+        description="How far below the start's an eval's mean reward on an untrained task "
+        "(untrained_heldout_prompts) may fall and the step still be kept.",
+    )
     num_generations_eval: int = Field(
         4, ge=1, description="Answers per held-out prompt at each held-out eval."
     )
@@ -363,6 +376,15 @@ class TrainingConfig(_Strict):
             raise ValueError(
                 f"training.stated_share={self.stated_share} deals prompts to strata: it needs "
                 f"training.prompt_order: stratified (it is {self.prompt_order})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _untrained_tasks_need_evals(self) -> TrainingConfig:
+        if self.untrained_heldout_prompts and not self.heldout_prompts:
+            raise ValueError(
+                f"training.untrained_heldout_prompts={self.untrained_heldout_prompts} are "
+                "answered at each held-out eval: it needs training.heldout_prompts > 0 (it is 0)"
             )
         return self
 

