@@ -3,7 +3,7 @@
 "before" is the project's evaluation as it was for a base model: each batch through the model's
 own `generate` (the `plain` engine), with transformers' SDPA attention, which copies each layer's
 cached keys and values for every query head sharing them at every decode step of a padded batch.
-"after" is the project's evaluation as it is (`tasks.evaluation.evaluate.generate`, the `fast`
+"after" is the project's evaluation as it is (`tasks.training.answering.generate`, the `fast`
 engine): grouped-query attention without the copy, and batches decoded side by side. Each
 variant loads the model afresh and answers the same prompts, `--prompts` of each task from the
 recipe's eval split, in one call in the split's order as evaluation makes it, batched and seeded
@@ -35,7 +35,8 @@ TASKS = ("extraction", "sql_qa", "insights", "push")
 def answer(config: Any, base: Any, store: Any, rows: list[dict], database: str) -> dict:
     """One `generate` call over every prompt, as `evaluate_model` makes it; seconds and the
     scored answers."""
-    from tasks.evaluation.evaluate import generate, load_with_adapter, score_row
+    from tasks.evaluation.evaluate import load_with_adapter
+    from tasks.training.answering import generate, score_row
 
     model, tokenizer = load_with_adapter(base, None, store)
     started = time.perf_counter()

@@ -22,11 +22,12 @@ from configs.recipe import (
 )
 from rewards.common import completion_text
 from tasks.core.store import ArtifactStore
-from tasks.evaluation.evaluate import generate, load_with_adapter
+from tasks.evaluation.evaluate import load_with_adapter
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
 from tasks.production.export import export_model
 from tasks.training import train
+from tasks.training.answering import generate
 from tasks.training.model import IM_END, IM_START, PAD_TOKEN, load_tokenizer, prepare_base_model
 from tasks.training.packaged import PackagedModelError
 from tasks.training.sft import answers_too_long, examples_too_long, sft_examples, train_sft

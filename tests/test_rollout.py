@@ -8,7 +8,7 @@ import pytest
 
 from configs.recipe import EvalConfig, LoraConfig, TrainingConfig
 from tasks.core.store import ArtifactStore
-from tasks.evaluation.evaluate import generate
+from tasks.training.answering import generate
 from tasks.training.model import load_model_and_tokenizer
 from tasks.training.rollout import FAST, PLAIN, PROMPT_BUCKET, RolloutModel
 from tasks.training.train import build_trainer, train_seed

@@ -8,138 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from prefect import task
-from tqdm.auto import tqdm
 
 from configs.recipe import EvalConfig
-from rewards import score
-from rewards.common import completion_text
-from rewards.context import CONTEXT_KEYS
 from tasks.core.caching import ContentKey, cache_token
 from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
 from tasks.core.store import ArtifactStore
-from tasks.evaluation.decoding import decode_side_by_side
+from tasks.training.answering import generate, score_row
 from tasks.training.model import load_model_and_tokenizer
-from tasks.training.rollout import RolloutModel, completions_until_eos
 
 BASE_TAG = "base"
-
-
-def _generation_config(config: EvalConfig, tokenizer: Any) -> Any:
-    from transformers import GenerationConfig
-
-    sampling = {"temperature": config.temperature, "top_p": config.top_p, "top_k": 0}
-    return GenerationConfig(
-        max_new_tokens=config.max_new_tokens,
-        do_sample=config.do_sample,
-        **(sampling if config.do_sample else {}),
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-
-
-def generate(
-    model: Any, tokenizer: Any, prompts: list[list[dict[str, str]]], config: EvalConfig
-) -> list[dict[str, Any]]:
-    """Completions for chat prompts, batched, reproducible for a given `config.seed`."""
-    return [row for batch in generate_batches(model, tokenizer, prompts, config) for row in batch]
-
-
-def generate_batches(
-    model: Any,
-    tokenizer: Any,
-    prompts: list[list[dict[str, str]]],
-    config: EvalConfig,
-    *,
-    done: int = 0,
-) -> Iterator[list[dict[str, Any]]]:
-    """`generate`, one batch at a time, for callers that keep each batch as it comes; `done`
-    prompts were handled earlier (the progress bar starts there)."""
-    tokenizer.padding_side = "left"
-    generation_config = _generation_config(config, tokenizer)
-    model.eval()
-    rollout = RolloutModel(model, config.rollout_engine)
-    texts = [
-        tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
-        for p in prompts
-    ]
-    progress = tqdm(
-        total=done + len(prompts), initial=done, desc="generating", unit="prompt", disable=None
-    )
-    # Each batch is sampled from a seed of its own, whichever way it is decoded.
-    batches = (
-        (
-            tokenizer(
-                texts[start : start + config.batch_size],
-                return_tensors="pt",
-                padding=True,
-                add_special_tokens=False,
-            ).to(model.device),
-            config.seed + done + start,
-        )
-        for start in range(0, len(prompts), config.batch_size)
-    )
-    if rollout.fast and not rollout.static_cache:
-        answers = decode_side_by_side(
-            rollout.model,
-            ((encoded["input_ids"], encoded["attention_mask"], seed) for encoded, seed in batches),
-            generation_config,
-            config.decode_rows,
-        )
-    else:
-        # One shape for every batch, so a compiled engine compiles once.
-        width = max(
-            (len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]),
-            default=0,
-        )
-        answers = (
-            _generated(rollout, encoded, seed, generation_config, width, config.batch_size)
-            for encoded, seed in batches
-        )
-    for batch in answers:
-        progress.update(len(batch))
-        yield [
-            {
-                "completion": tokenizer.decode(row, skip_special_tokens=True),
-                "tokens": len(row),
-                "truncated": row[-1] != tokenizer.eos_token_id,
-            }
-            for row in batch
-        ]
-    progress.close()
-
-
-def _generated(
-    rollout: RolloutModel, encoded: Any, seed: int, generation_config: Any, width: int, rows: int
-) -> list[list[int]]:
-    """One batch's answers through the rollout engine's `generate`, seeded with `seed`."""
-    import torch
-
-    torch.manual_seed(seed)
-    generated = rollout.generate(
-        encoded["input_ids"], encoded["attention_mask"], generation_config, width=width, rows=rows
-    )
-    completions = generated[:, encoded["input_ids"].shape[1] :]
-    return completions_until_eos(completions, [generation_config.eos_token_id])
-
-
-def score_row(
-    prompt_row: dict[str, Any], generation: dict[str, Any], database: str | None
-) -> dict[str, Any]:
-    """The reward of a generated answer (`completion`, and whether it was `truncated`), through
-    the same code path as training's."""
-    context = {key: prompt_row[key] for key in CONTEXT_KEYS}
-    result = score(
-        prompt_row["task"],
-        completion_text(generation["completion"]),
-        database=database,
-        truncated=generation["truncated"],
-        **context,
-    )
-    return {"total": result.total, "components": result.components}
 
 
 def load_with_adapter(
