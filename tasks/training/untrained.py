@@ -72,14 +72,13 @@ class UntrainedHeldout:
     """Mixed into a GRPOTrainer class: each `evaluate` scores the untrained tasks first, and the
     eval's log carries their means beside the held-out reward."""
 
-    untrained: UntrainedTasks | None = None
+    untrained: UntrainedTasks
     _untrained_logs: dict[str, float] | None = None
 
     def evaluate(self, *args: Any, **kwargs: Any) -> dict[str, float]:
-        if self.untrained is not None:
-            model = self.accelerator.unwrap_model(self.model)
-            scores = self.untrained.scores(model, self.processing_class)
-            self._untrained_logs = {UNTRAINED_PREFIX + task: s for task, s in scores.items()}
+        model = self.accelerator.unwrap_model(self.model)
+        scores = self.untrained.scores(model, self.processing_class)
+        self._untrained_logs = {UNTRAINED_PREFIX + task: s for task, s in scores.items()}
         return super().evaluate(*args, **kwargs)
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
