@@ -1,4 +1,5 @@
-"""`tucano`: one subcommand per Prefect flow, all taking --config, --artifacts and --data."""
+"""`tucano`: one subcommand per Prefect flow (and `score`, `deploy`), taking --config, --artifacts
+and, where a flow reads the run's data, --data."""
 
 from __future__ import annotations
 
@@ -12,6 +13,20 @@ from typing import Any
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, RecipeError, load_recipe
 from tasks.core.store import ArtifactStore
+
+
+def _context_keys() -> str:
+    """What each task's reward reads of a line's context, from the scorers themselves."""
+    from rewards import READS
+    from rewards.context import CONTEXT_KEYS
+    from rewards.push import OBJECTIVES
+
+    lines = ["context keys each task reads (all optional; fewer keys, fewer components):"]
+    lines += [
+        f"  {task}: {', '.join(sorted(reads & set(CONTEXT_KEYS)))}" for task, reads in READS.items()
+    ]
+    lines += ["push_objective is one of:", *(f"  {name}" for name in OBJECTIVES)]
+    return "\n".join(lines)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,7 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     scoring = commands.add_parser(
-        "score", help="score production outputs (JSONL) with the rewards; no Prefect run"
+        "score",
+        help="score production outputs (JSONL) with the rewards; no Prefect run",
+        epilog=_context_keys(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     scoring.add_argument(
         "--config",
@@ -76,7 +94,8 @@ def _parser() -> argparse.ArgumentParser:
         ("eval", "step 4: evaluate the base model and every seed's tuned model"),
         ("compare", "steps 5-6: Wilcoxon comparison and report"),
     ):
-        parents = [store_options if name == "export" else common]
+        # The audit reads the shipped audit set and database, no data of the run's.
+        parents = [store_options if name in ("export", "audit") else common]
         command = commands.add_parser(name, parents=parents, help=help_text)
         if name == "train":
             command.add_argument("--seed", type=int, required=True)
@@ -114,6 +133,8 @@ def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], A
     elif args.command == "analyze":
         flow = production.analyze_flow
         kwargs.update(data=args.data, model=args.model, output=args.output, limit=args.limit)
+    elif args.command == "audit":
+        flow, kwargs = pipeline.audit_flow, {"config": args.config}
     elif args.command == "compare" and args.base_eval:
         flow = pipeline.compare_evaluations_flow
         kwargs.update(base_eval=args.base_eval, candidate_eval=args.candidate_eval)
@@ -121,7 +142,6 @@ def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], A
         flow = {
             "pipeline": pipeline.pipeline_flow,
             "data": pipeline.data_flow,
-            "audit": pipeline.audit_flow,
             "sft": pipeline.sft_flow,
             "train": pipeline.train_flow,
             "eval": pipeline.eval_flow,

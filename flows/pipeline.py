@@ -53,7 +53,7 @@ def prepare_audited(recipe: Recipe, store: ArtifactStore, data: str) -> Prepared
     """Steps 1-2: the prompt sets, once the rewards that will train on them pass the audit
     gate (AuditFailed otherwise: nothing trains on rewards that disagree with people)."""
     prepared = prepare(recipe, store, data)
-    audit_gate_task(recipe.audit, prepared, store)
+    audit_gate_task(recipe.audit)
     return prepared
 
 
@@ -132,14 +132,10 @@ def data_flow(
 
 
 @flow(name="tucano-audit")
-def audit_flow(
-    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
-) -> AuditResult:
-    recipe, store = _open(config, artifacts)
-    # 1. Data prep (cached when unchanged): the SQL rewards run against its SQLite copy.
-    prepared = prepare(recipe, store, data)
-    # 2. Reward audit gate: raises AuditFailed when the rewards disagree with the human scores.
-    return audit_gate_task(recipe.audit, prepared, store)
+def audit_flow(config: str = str(DEFAULT_RECIPE)) -> AuditResult:
+    # 2. Reward audit gate, on the shipped audit set and database: raises AuditFailed when the
+    # rewards disagree with the human scores.
+    return audit_gate_task(load_recipe(config).audit)
 
 
 @flow(name="tucano-train", flow_run_name="train-seed-{seed}")

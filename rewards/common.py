@@ -47,6 +47,39 @@ def fold(text: str) -> str:
 WORD = re.compile(r"[a-z0-9]+")
 
 
+# Portuguese negation: a cue one or two words after one of these says the opposite ("não veio
+# quebrado", "sem nenhum defeito"); a cue that carries its own ("não recebi") is matched whole.
+NEGATORS = ("nao", "sem", "nunca", "nenhum", "nenhuma", "nem")
+NEGATION_REACH = 2
+_CLAUSE_END = re.compile(r"[.,;:!?\n]+")
+
+
+def clauses_of(text: str | None) -> list[list[str]]:
+    """The text's clauses as folded words: a negation does not reach past a comma or a stop."""
+    return [WORD.findall(clause) for clause in _CLAUSE_END.split(fold(text or ""))]
+
+
+def _cue_in(words: list[str], cue: str) -> tuple[bool, bool]:
+    """(said, negated): whether `cue` (a phrase of word prefixes) begins at some word, and whether
+    every such place is negated by a word just before it."""
+    parts = cue.split()
+    said = negated_everywhere = False
+    for start in range(len(words) - len(parts) + 1):
+        if all(words[start + k].startswith(part) for k, part in enumerate(parts)):
+            window = words[max(0, start - NEGATION_REACH) : start]
+            negated = parts[0] not in NEGATORS and any(word in NEGATORS for word in window)
+            negated_everywhere = negated if not said else negated_everywhere and negated
+            said = True
+    return said, said and negated_everywhere
+
+
+def cues_said(clauses: list[list[str]], cues: tuple[str, ...]) -> tuple[bool, bool]:
+    """(some cue said as it is, some cue said only under a negation), clause by clause
+    ("sem defeito, recomendo" says "recomendo")."""
+    found = [_cue_in(words, cue) for words in clauses for cue in cues]
+    return any(s and not n for s, n in found), any(n for _, n in found)
+
+
 def distinct_hits(folded: str, stems: tuple[str, ...]) -> int:
     """How many of the stems begin some word of the (folded) text."""
     words = set(WORD.findall(folded))

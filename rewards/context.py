@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypedDict
+
+from rewards.push import OBJECTIVES, objective_named
 
 
 class RewardContext(TypedDict, total=False):
@@ -23,7 +25,7 @@ class RewardContext(TypedDict, total=False):
     gold_sql: str | None  # sql_qa gold: run on the Olist database
     gold_answer: str | None  # sql_qa gold: the expected rows as JSON
     data_summary: str | None  # insights: the numbers an answer may cite
-    push_objective: str | None  # push: what the notification is for (kept for reference)
+    push_objective: str | None  # push: what the notification is for (rewards/push.py OBJECTIVES)
 
 
 def _value_type(hint: Any) -> type:
@@ -39,7 +41,19 @@ CONTEXT_KEYS: tuple[str, ...] = tuple(CONTEXT_TYPES)
 
 
 class ContextError(ValueError):
-    """A context key outside the vocabulary, or a value of the wrong type."""
+    """A context key outside the vocabulary, or a value of the wrong type or outside what its
+    reader takes."""
+
+
+# Values a key's type allows and its reader does not: stars outside the scale have no sentiment,
+# and an objective the push reward does not know would hold the notification to nothing.
+VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "review_score": (lambda stars: 1 <= stars <= 5, "a star count from 1 to 5"),
+    "push_objective": (
+        lambda name: objective_named(name) is not None,
+        f"an objective the push reward knows; known: {sorted(OBJECTIVES)}",
+    ),
+}
 
 
 def check_context(context: Mapping[str, Any]) -> RewardContext:
@@ -51,4 +65,6 @@ def check_context(context: Mapping[str, Any]) -> RewardContext:
         wrong_kind = (expected is bool) != isinstance(value, bool)
         if value is not None and (not isinstance(value, expected) or wrong_kind):
             raise ContextError(f"context {key!r} must be {expected.__name__}, got {value!r}")
+        if value is not None and key in VALUES and not VALUES[key][0](value):
+            raise ContextError(f"context {key!r} {value!r} is not {VALUES[key][1]}")
     return typing.cast(RewardContext, dict(context))

@@ -4,10 +4,15 @@ Action words 0.40 (three distinct for full credit), length 100-800 characters 0.
 100 and a decay to zero at 1,600 above 800), structure marks 0.20 (bullets, numbered items,
 headers: two for full credit), domain mention 0.10.
 
+An answer in another task's form, a JSON object, scores 0 however many of the summary's numbers it
+copies (an extraction object written for a summary is no analysis).
+
 Beyond the seed, grounding: when the row carries its data summary, citing numbers that are in it
 earns up to 0.20 (three for full credit) and the share of cited numbers that are not in it costs up
 to 0.50; the seed's parts then share the other 0.80. An analysis that invents figures is worse
-than one that cites none: its recommendations rest on numbers that are not there.
+than one that cites none: its recommendations rest on numbers that are not there. One that cites
+none of them keeps GENERIC_KEEPS: it could be about any data. Dates and years are when, not
+figures, and count as neither.
 """
 
 from __future__ import annotations
@@ -16,16 +21,22 @@ import re
 from typing import Any
 
 from rewards.common import SCAN_LIMIT, Score, clamp01, completion_text, distinct_hits, fold
+from rewards.extraction import parse_json_object
+from rewards.numbers import values, written_numbers
 
 W_ACTION, W_LENGTH, W_STRUCTURE, W_DOMAIN = 0.40, 0.30, 0.20, 0.10
 # A cut analysis loses its end, where the recommendation a reader acts on usually is.
 CUT_KEEPS = 0.6
 W_GROUNDED, UNGROUNDED_PENALTY = 0.20, 0.50
+# With its data summary at hand, an analysis that cites none of it could be about any data: the
+# total keeps this share.
+GENERIC_KEEPS = 0.6
 GROUNDED_FOR_FULL_CREDIT = 3
-COMPONENTS = ("action", "length", "structure", "domain", "grounding")
+COMPONENTS = ("action", "length", "structure", "domain", "grounding", "generic")
 ACTIONS_FOR_FULL_CREDIT = 3
 STRUCTURE_MARKS_FOR_FULL_CREDIT = 2
 MIN_CHARS, MAX_CHARS = 100, 800
+_FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)
 # Twice the maximum: an analysis that long is padding, not insight.
 ZERO_LENGTH_CREDIT_AT = 1_600
 
@@ -39,40 +50,20 @@ DOMAIN_STEMS = (
     "avaliac", "nota", "estado", "regiao", "logistic", "ticket", "receita",
 )  # fmt: skip
 _STRUCTURE_LINE = re.compile(r"^\s*(?:[-*•]\s|\d+[.)]\s|#{1,6}\s|\*\*[^*\n]+\*\*)", re.MULTILINE)
-# A number as written in Portuguese or English: 1.210 | 1,210 | 14,8 | 118.20 | 4,1% ...
-_NUMBER = re.compile(
-    r"(?<![\w.,])\d{1,3}(?:[.,]\d{3})+(?:[.,]\d+)?(?![\w])|(?<![\w.,])\d+(?:[.,]\d+)?"
-)
-# Numbered-list markers ("1. ", "2) ") are layout, not claims about the data.
-_LIST_MARKER = re.compile(r"^\s*\d+[.)]\s", re.MULTILINE)
 
 
-def number_readings(token: str) -> set[float]:
-    """Every value a written number can mean: '1.210' is 1210 (pt-BR) or 1.21 (en)."""
-    readings = set()
-    for thousands, decimal in ((".", ","), (",", ".")):
-        integer, _, fraction = token.partition(decimal)
-        groups = integer.split(thousands)
-        # A second decimal mark ("9,671,454" read with "," as the decimal) or a group of other
-        # than three digits: not a number under this convention.
-        if thousands in fraction or decimal in fraction or any(len(g) != 3 for g in groups[1:]):
-            continue
-        readings.add(round(float("".join(groups) + (f".{fraction}" if fraction else "")), 2))
-    return readings
+def cited(text: str, data_summary: str) -> tuple[int, int]:
+    """(how many of the numbers the text cites are in the summary, how many it cites)."""
+    known = values(data_summary[:SCAN_LIMIT])
+    numbers = written_numbers(text[:SCAN_LIMIT])
+    return sum(1 for readings in numbers if {r.value for r in readings} & known), len(numbers)
 
 
-def cited_numbers(text: str) -> list[set[float]]:
-    return [number_readings(m.group()) for m in _NUMBER.finditer(_LIST_MARKER.sub(" ", text))]
-
-
-def grounding(text: str, data_summary: str) -> float:
+def grounding(grounded: int, cited_numbers: int) -> float:
     """Credit for numbers found in the summary minus a penalty for the share that are not."""
-    known = set().union(*cited_numbers(data_summary[:SCAN_LIMIT]))
-    cited = cited_numbers(text[:SCAN_LIMIT])
-    if not cited:
+    if not cited_numbers:
         return 0.0
-    grounded = sum(1 for readings in cited if readings & known)
-    ungrounded_share = (len(cited) - grounded) / len(cited)
+    ungrounded_share = (cited_numbers - grounded) / cited_numbers
     return (
         W_GROUNDED * min(grounded, GROUNDED_FOR_FULL_CREDIT) / GROUNDED_FOR_FULL_CREDIT
         - UNGROUNDED_PENALTY * ungrounded_share
@@ -87,10 +78,16 @@ def length_credit(length: int) -> float:
     return max(0.0, (ZERO_LENGTH_CREDIT_AT - length) / (ZERO_LENGTH_CREDIT_AT - MAX_CHARS))
 
 
+def another_task(text: str) -> bool:
+    """The answer is a JSON object (in a fence or not), another task's form."""
+    bare = _FENCE.sub("", text).strip()
+    return bare.startswith("{") and parse_json_object(bare)[0] is not None
+
+
 def score(completion: Any, data_summary: str | None = None) -> Score:
     text = completion_text(completion)
     folded = fold(text)
-    if not folded.strip():
+    if not folded.strip() or another_task(text):
         return Score(0.0, dict.fromkeys(COMPONENTS, 0.0))
     marks = len(_STRUCTURE_LINE.findall(folded))
     share = 1.0 if not isinstance(data_summary, str) else 1.0 - W_GROUNDED
@@ -106,5 +103,8 @@ def score(completion: Any, data_summary: str | None = None) -> Score:
     }
     components = {name: share * value for name, value in components.items()}
     if isinstance(data_summary, str):
-        components["grounding"] = grounding(text, data_summary)
+        grounded, cited_numbers = cited(text, data_summary)
+        components["grounding"] = grounding(grounded, cited_numbers)
+        subtotal = clamp01(sum(components.values()))
+        components["generic"] = -(1 - GENERIC_KEEPS) * subtotal if not grounded else 0.0
     return Score(clamp01(sum(components.values())), components)

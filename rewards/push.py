@@ -9,14 +9,32 @@ good Portuguese about a notification is still no notification), and an answer of
 notifications (options on separate lines) keeps SEVERAL_KEEPS: someone still has to write the one
 that is sent; one that a Brazilian customer would not read as a message (Spanish, shouting in
 capitals, a string of hashtags) keeps UNSENDABLE_KEEPS.
+
+A notification is sent for its objective (`push_objective`, one of OBJECTIVES, which data prep
+draws from): each says what it needs said (the order on its way, the coupon, the apology and the
+help, the request to review, the offer), and a notification that says none of it keeps
+OFF_OBJECTIVE_KEEPS, one that says part of it proportionally more. The situation each objective
+is for rules things out: praise-seeking with the unhappy customer, "chegou" for an order in
+transit or cancelled; saying one keeps RULED_OUT_KEEPS. Cues are read as the review reader reads
+them, negation included ("ainda não chegou" says no arrival). Without an objective (a log line
+with no context) neither rule applies.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from rewards.common import Score, clamp01, completion_text, distinct_hits, fold
+from rewards.common import (
+    Score,
+    clamp01,
+    clauses_of,
+    completion_text,
+    cues_said,
+    distinct_hits,
+    fold,
+)
 
 W_LENGTH, W_PORTUGUESE, W_CREATIVITY = 0.50, 0.30, 0.20
 # A cut notification is broken text on a customer's phone: it cannot be sent as it is.
@@ -24,7 +42,14 @@ CUT_KEEPS = 0.25
 FORMAL_PENALTY = 0.20
 SEVERAL_KEEPS = 0.5
 UNSENDABLE_KEEPS = 0.25
-COMPONENTS = ("length", "portuguese", "creativity", "formal", "several", "unsendable")
+# A notification that ignores its objective does not do the CRM's job, however well written; one
+# that contradicts the customer's situation misinforms or hurts, and costs more.
+OFF_OBJECTIVE_KEEPS = 0.4
+RULED_OUT_KEEPS = 0.3
+COMPONENTS = (
+    "length", "portuguese", "creativity", "formal", "several", "unsendable", "objective",
+    "situation",
+)  # fmt: skip
 # Words and marks Spanish has and Portuguese does not: two of them make a Spanish message.
 SPANISH = ("tu", "llego", "ahora", "gana", "cupon", "usted", "nuestro", "nuestra", "envio", "hoy",
            "gracias", "compra ya", "aprovecha", "descuentos", "el", "los", "ya")  # fmt: skip
@@ -51,6 +76,127 @@ FORMAL_PHRASES = ("prezado", "prezada", "atenciosamente", "cordialmente", "caro 
 WORD_LINE = re.compile(r"[^\W\d_]{2,}")
 
 
+# What each objective needs said: folded word-prefix phrases, any one of a group.
+ON_ITS_WAY = (
+    "a caminho", "saiu", "sai para", "enviad", "enviamos", "despach", "faturad", "em transito",
+    "chegando", "chegara", "vai chegar", "postad", "em rota", "rastre", "segue", "esta indo",
+    "transportadora",
+)  # fmt: skip
+ON_TIME = (
+    "prazo", "previs", "tranquil", "em breve", "data de entrega", "chegara", "vai chegar",
+    "chegando", "a caminho", "ja ja", "logo", "rastre", "dentro do combinado",
+)  # fmt: skip
+# "Vale" alone is "worth it" ("vale a pena"); a voucher is "vale-compra", "vale-presente".
+COUPON = (
+    "cupom", "codigo", "desconto", "off", "vale compra", "vale presente", "vale desconto",
+    "voucher", "credito", "cashback",
+)  # fmt: skip
+APOLOGY = (
+    "desculp", "sentimos muito", "lamentamos", "lamento", "perdao", "perdoe", "sinto muito",
+    "sentimos pel",
+)  # fmt: skip
+HELP = (
+    "ajud", "fale com", "fala com", "conte com", "atendimento", "resolv", "suporte",
+    "estamos aqui", "responda", "chame", "chama a gente", "contato", "solucion", "whatsapp",
+    "chat", "o que aconteceu", "o que houve", "troca", "devolu", "reembols", "atender",
+)  # fmt: skip
+REVIEW_REQUEST = (
+    "avali", "o que achou", "opiniao", "conta pra gente", "conte pra gente", "conta o que",
+    "conte o que", "estrelas", "nota", "comente", "comentario", "feedback", "gostou",
+)  # fmt: skip
+NEW_PURCHASE = (
+    "novidade", "confira", "veja", "conheca", "descubra", "leve", "compre", "aproveit",
+    "proxima compra", "combina", "lancamento", "chegaram", "colecao", "garanta", "escolha",
+    "que tal", "olha", "complete", "renove", "repor", "novo", "nova", "novos", "novas",
+)  # fmt: skip
+FREE_SHIPPING = (
+    "frete gratis", "frete gratuito", "frete zero", "sem frete", "sem custo de frete",
+    "frete por nossa conta", "frete e por nossa conta", "entrega gratis", "entrega gratuita",
+    "frete free", "frete 0", "zero de frete", "sem pagar frete",
+)  # fmt: skip
+OFFER = (
+    *COUPON, "oferta", "frete gratis", "preco especial", "promoc", "brinde", "gratis", "exclusiv",
+)  # fmt: skip
+COME_BACK = (
+    "volt", "sentimos sua falta", "saudade", "de volta", "retorn", "nova chance", "tente de novo",
+    "que tal", "esperando por voce", "bora", *NEW_PURCHASE, *OFFER,
+)  # fmt: skip
+# A percentage is a discount however it is worded ("10% na próxima compra").
+_PERCENT = re.compile(r"\d+\s*%")
+
+# What each situation rules out.
+ARRIVED = (
+    "chegou", "foi entregue", "ja foi entregue", "entregamos", "recebeu", "recebido",
+    "esta com voce", "em maos",
+)  # fmt: skip
+# "Chegou a hora de voltar" is an invitation, not an arrival.
+_NOT_ARRIVAL = re.compile(r"\bchegou (?:a hora|o momento|a vez|o dia)\b")
+PRAISE_SEEKING = (
+    "o que achou", "avalie", "de sua nota", "estrelas", "gostou", "adorou", "amou",
+    "curtiu", "aproveitando", "deixe sua avaliacao", "nos avalie", "recomende",
+)  # fmt: skip
+# Nothing received yet: nothing to review or enjoy.
+NOT_RECEIVED = ("o que achou", "avalie", "gostou", "adorou", "aproveitando")
+# A delivered order is no longer on its way, and a cancelled one never will be.
+ON_ITS_WAY_CLAIM = ("a caminho", "saiu para entrega", "foi enviado", "em transito", "chegando")
+RULED_OUT = {
+    "in_transit": (*ARRIVED, *NOT_RECEIVED),
+    "unhappy": (*PRAISE_SEEKING, *ON_ITS_WAY_CLAIM),
+    "unreviewed": ON_ITS_WAY_CLAIM,
+    # An apology to a customer who gave four or five stars answers a complaint never made.
+    "happy": (*ON_ITS_WAY_CLAIM, *APOLOGY),
+    "lost": (*ARRIVED, *NOT_RECEIVED, *ON_ITS_WAY_CLAIM),
+}
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a notification is for: the customer's situation, and what it must say (a cue of
+    each group)."""
+
+    situation: str
+    needs: tuple[tuple[str, ...], ...]
+
+
+# The objectives a retailer's CRM sends for each situation, as data prep writes them; the
+# order is prep's draw order.
+OBJECTIVES: dict[str, Objective] = {
+    "avisar que o pedido está a caminho": Objective("in_transit", (ON_ITS_WAY,)),
+    "tranquilizar sobre o prazo de entrega": Objective("in_transit", (ON_TIME,)),
+    "recuperar o cliente insatisfeito com um cupom": Objective("unhappy", (COUPON,)),
+    "pedir desculpas e oferecer ajuda": Objective("unhappy", (APOLOGY, HELP)),
+    "pedir uma avaliação da compra": Objective("unreviewed", (REVIEW_REQUEST,)),
+    "lembrar de avaliar o produto recebido": Objective("unreviewed", (REVIEW_REQUEST,)),
+    "sugerir uma nova compra na mesma categoria": Objective("happy", (NEW_PURCHASE,)),
+    "oferecer frete grátis na próxima compra": Objective("happy", (FREE_SHIPPING,)),
+    "reengajar o cliente após o cancelamento": Objective("lost", (COME_BACK,)),
+    "trazer o cliente de volta com uma oferta": Objective("lost", (OFFER,)),
+}
+_BY_FOLDED = {fold(name): objective for name, objective in OBJECTIVES.items()}
+
+
+def objective_named(name: str) -> Objective | None:
+    """The objective of that name, accents and case aside; None for one the reward does not
+    know."""
+    return _BY_FOLDED.get(" ".join(fold(name).split()))
+
+
+def _says(text: str, cues: tuple[str, ...]) -> bool:
+    said, _ = cues_said(clauses_of(_PERCENT.sub(" desconto ", text)), cues)
+    return said
+
+
+def objective_keeps(text: str, objective: Objective) -> tuple[float, float]:
+    """(what the total keeps for what the objective needs and the notification leaves unsaid,
+    what it keeps for what the situation rules out and the notification says)."""
+    met = sum(_says(text, needs) for needs in objective.needs) / len(objective.needs)
+    ruled_out = _says(_NOT_ARRIVAL.sub(" ", fold(text)), RULED_OUT[objective.situation])
+    return (
+        OFF_OBJECTIVE_KEEPS + (1 - OFF_OBJECTIVE_KEEPS) * met,
+        RULED_OUT_KEEPS if ruled_out else 1.0,
+    )
+
+
 def length_credit(length: int) -> float:
     if length == 0:
         return 0.0
@@ -59,7 +205,7 @@ def length_credit(length: int) -> float:
     return max(0.0, (ZERO_CREDIT_AT - length) / (ZERO_CREDIT_AT - MAX_CHARS))
 
 
-def score(completion: Any) -> Score:
+def score(completion: Any, push_objective: str | None = None) -> Score:
     text = completion_text(completion).strip()
     folded = fold(text)
     words = re.findall(r"[a-z]{2,}", folded)
@@ -82,7 +228,15 @@ def score(completion: Any) -> Score:
     components["several"] = -(1 - SEVERAL_KEEPS) * subtotal if several else 0.0
     subtotal += components["several"]
     components["unsendable"] = -(1 - UNSENDABLE_KEEPS) * subtotal if unsendable(text) else 0.0
-    return Score(clamp01(subtotal + components["unsendable"]), components)
+    subtotal += components["unsendable"]
+    objective = objective_named(push_objective) if isinstance(push_objective, str) else None
+    if objective is not None:
+        needs_keep, situation_keeps = objective_keeps(text, objective)
+        components["objective"] = -(1 - needs_keep) * subtotal
+        subtotal += components["objective"]
+        components["situation"] = -(1 - situation_keeps) * subtotal
+        subtotal += components["situation"]
+    return Score(clamp01(subtotal), components)
 
 
 def unsendable(text: str) -> bool:

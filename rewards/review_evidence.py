@@ -12,18 +12,14 @@ accent-folded words (rewards/common.py), no model.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from rewards.common import fold
+from rewards.common import WORD, clauses_of, cues_said, fold
 
 # Evidence weights: what the customer wrote > what the order's data or stars imply > silence.
 STATED, IMPLIED, SILENT = 3.0, 1.0, 0.5
 
 ISSUES = ("delivery_issue", "product_issue", "seller_issue")
-NEGATORS = ("nao", "sem", "nunca", "nenhum", "nenhuma", "nem")
-# How many words back a negator still governs a cue ("não veio quebrado", "sem nenhum defeito").
-NEGATION_REACH = 2
 
 # An order that never came is told many ways ("Cadê meu pedido?", "Produto não entregue",
 # "Estou esperando o pedido"): a shorter list missed 44 of the 592 train reviews' delivery
@@ -74,8 +70,6 @@ PRAISE = (
     "maravilh", "muito bom", "muito boa", "satisfeit", "parabens", "top", "show",
 )  # fmt: skip
 
-_WORD = re.compile(r"[a-z0-9]+")
-_CLAUSE_END = re.compile(r"[.,;:!?\n]+")
 # Words of five letters or more say what a review is about, except those every review shares;
 # compared by their first five letters, so that "atraso" says what "atrasou" does.
 CONTENT_LETTERS = 5
@@ -84,29 +78,8 @@ SHARED_STEMS = frozenset({"clien", "produ", "compr", "pedid", "avali"})
 
 def content_words(text: str) -> frozenset[str]:
     """The stems of a text's content words."""
-    stems = (word[:CONTENT_LETTERS] for word in _WORD.findall(fold(text)))
+    stems = (word[:CONTENT_LETTERS] for word in WORD.findall(fold(text)))
     return frozenset(stem for stem in stems if len(stem) == CONTENT_LETTERS) - SHARED_STEMS
-
-
-def _stated(words: list[str], cue: str) -> tuple[bool, bool]:
-    """(said, negated): whether `cue` (a phrase of word prefixes) begins at some word, and whether
-    every such place is negated by a word just before it."""
-    parts = cue.split()
-    said = negated_everywhere = False
-    for start in range(len(words) - len(parts) + 1):
-        if all(words[start + k].startswith(part) for k, part in enumerate(parts)):
-            window = words[max(0, start - NEGATION_REACH) : start]
-            negated = parts[0] not in NEGATORS and any(word in NEGATORS for word in window)
-            negated_everywhere = negated if not said else negated_everywhere and negated
-            said = True
-    return said, said and negated_everywhere
-
-
-def _any(clauses: list[list[str]], cues: tuple[str, ...]) -> tuple[bool, bool]:
-    """(some cue said as it is, some cue said only under a negation), clause by clause: a
-    negation does not reach past a comma or a full stop ("sem defeito, recomendo")."""
-    found = [_stated(words, cue) for words in clauses for cue in cues]
-    return any(s and not n for s, n in found), any(n for _, n in found)
 
 
 @dataclass(frozen=True)
@@ -171,19 +144,20 @@ class Reading:
 
     def missed(self, answer: dict[str, object]) -> list[str]:
         """What the answer hides of the complaint: each problem the customer wrote down that it
-        says is not there, and a recommendation the review rules out (its words, or one or two
-        stars). Weighed only as evidence, the recommendation cost too little: GRPO on SmolLM2
-        said one- and two-star customers would recommend the shop (49 of 51) to flag every issue
-        instead (docs/real-model.md)."""
+        says is not there, and a recommendation the review rules out."""
         denied = [name for name in self.stated_problems() if answer.get(name) is False]
+        return denied + ["would_recommend"] * self.recommends_against_the_review(answer)
+
+    def recommends_against_the_review(self, answer: dict[str, object]) -> bool:
+        """A recommendation the review rules out (its words, or one or two stars). Weighed only
+        as evidence, it cost too little: GRPO on SmolLM2 said one- and two-star customers would
+        recommend the shop (49 of 51) to flag every issue instead (docs/real-model.md)."""
         recommend = self.fields.get("would_recommend")
-        if (
+        return (
             recommend is not None
             and False in recommend.right
             and answer.get("would_recommend") is True
-        ):
-            denied.append("would_recommend")
-        return denied
+        )
 
     def invented(self, answer: dict[str, object]) -> list[str]:
         """Each problem the answer reports that the review rules out: the order's dates say it
@@ -253,15 +227,15 @@ def contradicts_itself(sentiment: object, sentiment_score: object) -> bool:
 
 
 def read_review(text: str | None, stars: int | None, delivered_late: bool | None) -> Reading:
-    clauses = [_WORD.findall(clause) for clause in _CLAUSE_END.split(fold(text or ""))]
-    late_said, on_time_by_negation = _any(clauses, DELIVERY_PROBLEM)
-    fine_said, _ = _any(clauses, DELIVERY_FINE)
-    broken, unbroken = _any(clauses, PRODUCT_PROBLEM)
-    seller, _ = _any(clauses, SELLER_PROBLEM)
-    wont, _ = _any(clauses, WONT_RECOMMEND)
-    would, would_negated = _any(clauses, RECOMMEND)
-    returns, _ = _any(clauses, WILL_RETURN)
-    praised, _ = _any(clauses, PRAISE)
+    clauses = clauses_of(text)
+    late_said, on_time_by_negation = cues_said(clauses, DELIVERY_PROBLEM)
+    fine_said, _ = cues_said(clauses, DELIVERY_FINE)
+    broken, unbroken = cues_said(clauses, PRODUCT_PROBLEM)
+    seller, _ = cues_said(clauses, SELLER_PROBLEM)
+    wont, _ = cues_said(clauses, WONT_RECOMMEND)
+    would, would_negated = cues_said(clauses, RECOMMEND)
+    returns, _ = cues_said(clauses, WILL_RETURN)
+    praised, _ = cues_said(clauses, PRAISE)
 
     if late_said:
         delivery = _flag(True, STATED)

@@ -6,7 +6,7 @@ import pytest
 
 import rewards
 from configs.recipe import AuditConfig
-from rewards import TASKS, extraction, review_evidence
+from rewards import TASKS, extraction
 from tasks.evaluation.audit import (
     AUDIT_PAIRS,
     AUDIT_SET,
@@ -95,78 +95,6 @@ def test_shipped_pairs_span_every_task_and_every_failure_kind() -> None:
     # cut and looping answers are among the worse ones, on every task
     for task in TASKS:
         assert any(p["worse"]["truncated"] for p in pairs if p["task"] == task), task
-
-
-@pytest.mark.parametrize(
-    ("what", "patch", "caught_by"),
-    [
-        # a cut answer paid like the same answer ended
-        (
-            "cut answers",
-            lambda mp: mp.setattr(rewards, "CUT_KEEPS", dict.fromkeys(TASKS, 1.0)),
-            {"probe:cut_answer_scores_below_the_same_answer_ended"},
-        ),
-        # copies paid like the answer said once, and no penalty for them
-        (
-            "loops",
-            lambda mp: (
-                mp.setattr(rewards, "first_instance", lambda text: text),
-                mp.setattr(rewards, "REPETITION_PENALTY", 0.0),
-            ),
-            {"probe:looping_earns_less_than_once"},
-        ),
-        # the seed's judgement: a contradiction costs a little, a missed complaint nothing
-        (
-            "the constant judgement",
-            lambda mp: (
-                mp.setattr(extraction, "OPPOSITE_KEEPS", 0.8),
-                mp.setattr(extraction, "MISSED_KEEPS", 1.0),
-            ),
-            {"probe:constant_judgement_scores_far_below_a_reading", "probe:missed_complaint_costs"},
-        ),
-        # last stop's judgement: "neutro" beside a 1 costs nothing more, a fifth on any star
-        (
-            "the hedge",
-            lambda mp: (
-                mp.setattr(extraction, "contradicts_itself", lambda *_: False),
-                mp.setattr(review_evidence, "EXTREME_STARS", ()),
-            ),
-            {"probe:hedged_judgement_scores_below_a_reading"},
-        ),
-        # a recommendation on a one-star review weighed only as evidence, as at stop 46
-        (
-            "the recommendation",
-            lambda mp: mp.setattr(
-                review_evidence.Reading,
-                "missed",
-                lambda reading, answer, missed=review_evidence.Reading.missed: [
-                    name for name in missed(reading, answer) if name != "would_recommend"
-                ],
-            ),
-            {"probe:recommending_a_complaint_costs"},
-        ),
-        # a problem the order's dates rule out, reported, costs only its evidence, as at stop 48
-        (
-            "the false alarm",
-            lambda mp: mp.setattr(extraction, "INVENTED_KEEPS", 1.0),
-            {"probe:invented_complaint_costs"},
-        ),
-        # "sem defeito" read as a defect
-        (
-            "negation",
-            lambda mp: mp.setattr(review_evidence, "NEGATORS", ()),
-            {"probe:negation_is_read"},
-        ),
-    ],
-    ids=lambda value: value if isinstance(value, str) else "",
-)
-def test_gate_catches_a_reward_that_pays_for_shape(prepared, monkeypatch, what, patch, caught_by):
-    patch(monkeypatch)
-    result = audit_rewards(AuditConfig(), _db(prepared))
-    assert not result.passed, what
-    assert {name for name in caught_by if not result.per_task[name]["passed"]} == caught_by
-    message = failure_message(result, AuditConfig())
-    assert all(name.removeprefix("probe:") in message for name in caught_by)
 
 
 def test_a_bad_pair_line_is_named(tmp_path: Path) -> None:

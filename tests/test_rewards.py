@@ -12,7 +12,9 @@ from rewards import (
     SCORERS,
     TokenBudget,
     UnknownTaskError,
+    push,
     score,
+    sql_qa,
     trl_component_functions,
     trl_reward_functions,
 )
@@ -21,6 +23,7 @@ from rewards.common import REPETITION_NGRAM, WORD, first_instance, fold, repeate
 from rewards.context import CONTEXT_KEYS, ContextError
 from rewards.extraction import normalize_pt_decimals, parse_json_object
 from rewards.review_evidence import IMPLIED, SILENT, read_review
+from rewards.sql_sandbox import execute
 from tasks.evaluation.audit import load_audit_set
 from tasks.prep.rows import prompt_row
 
@@ -238,8 +241,9 @@ SQL_CASES = [
     # match 0.40 + runs 0.10 + structure 0.15 + explanation 0.15 + numbers 0.10 + domain 0.10
     (SQL + EXPLANATION, 1.0),
     (SQL, 0.40 + 0.10 + 0.15),
-    # runs, answers another question: all but the match keeps half
-    (SQL.replace("'SP'", "'RJ'") + EXPLANATION, 0.5 * (1.0 - 0.40)),
+    # runs, answers another question: all but the match and the numbers keep half, and the
+    # number it states, the gold's, is not what its own query returns: half again
+    (SQL.replace("'SP'", "'RJ'") + EXPLANATION, 0.5 * 0.5 * (1.0 - 0.40 - 0.10)),
     # the gold count among extra columns: half the match credit
     (SQL.replace("COUNT(*)", "c.customer_state, COUNT(*)") + EXPLANATION, 1.0 - 0.20),
     # does not run: wrong too, and below the query that runs and answers another question
@@ -259,16 +263,118 @@ def test_sql_tiers_with_execution(prepared, completion: str, expected: float) ->
 
 
 def test_sql_without_a_database_gets_no_execution_credit() -> None:
+    """Nothing to run the query on, nor to hold its stated number to."""
     result = score("sql_qa", SQL + EXPLANATION, gold_sql=GOLD_SQL)
-    assert result.total == pytest.approx(0.50)
+    assert result.total == pytest.approx(0.40)
     assert result.components["match"] == result.components["runs"] == 0.0
+    assert result.components["numbers"] == result.components["wrong_number"] == 0.0
 
 
 def test_sql_gold_answer_column_is_used_when_present(prepared) -> None:
+    """The gold rows as JSON stand in for the gold SQL: the right rows earn the match, others
+    none, and without a database the stated number is held to them."""
     store, manifest = prepared
     database = store.path(manifest.database)
-    wrong_gold = score("sql_qa", SQL, database=database, gold_answer="[[1]]")
-    assert wrong_gold.components["match"] == 0.0
+    [(count,)] = execute(database, GOLD_SQL).rows
+    right = score("sql_qa", SQL, database=database, gold_answer=json.dumps([[count]]))
+    assert right.components["match"] == pytest.approx(0.40)
+    wrong = score("sql_qa", SQL, database=database, gold_answer=json.dumps([[count + 1]]))
+    assert wrong.components["match"] == 0.0 and wrong.total < right.total
+    offline = {"gold_answer": json.dumps([[count]])}
+    assert score("sql_qa", SQL + EXPLANATION, **offline).components["numbers"] == 0.10
+    invented = SQL + EXPLANATION.replace("2.972", f"{count + 1:,}".replace(",", "."))
+    assert score("sql_qa", invented, **offline).components["wrong_number"] < 0
+
+
+QUESTION = "Quantos pedidos foram feitos por clientes do estado SP?"
+RIGHT_NUMBER = SQL + "\nConta os pedidos de clientes de SP: {}."
+# (explanation's stated numbers, what they are): held to the query's result (2,972) and the gold.
+STATED = [
+    ("são 2.972 pedidos", "right"),  # Brazilian thousands
+    ("são 2972 pedidos, 100% dos pedidos do estado", "mixed"),  # a side figure it cannot check
+    ("são 2.972 pedidos, o 1º estado em volume", "right"),  # an ordinal states no result
+    ("cerca de 3 mil pedidos", "wrong"),
+    ("são 41.746 pedidos", "wrong"),  # the full public dataset's count, not this database's
+    ("a consulta traz 1 linha com o total", "right"),  # how many rows it returns
+    ("o total do estado, apurado em 03/11/2018", "none"),  # a date states no result
+    ("o total do estado SP", "none"),
+]
+
+
+@pytest.mark.parametrize(("stated", "kind"), STATED)
+def test_a_stated_number_is_held_to_the_result(prepared, stated: str, kind: str) -> None:
+    store, manifest = prepared
+    database = store.path(manifest.database)
+    context = {"database": database, "gold_sql": GOLD_SQL, "question": QUESTION}
+    result = score("sql_qa", RIGHT_NUMBER.format(stated), **context)
+    none = score("sql_qa", RIGHT_NUMBER.format("o total do estado SP"), **context)
+    credit, cost = result.components["numbers"], result.components["wrong_number"]
+    assert (credit > 0, cost < 0) == {
+        "right": (True, False),
+        "mixed": (False, True),
+        "wrong": (False, True),
+        "none": (False, False),
+    }[kind]
+    if kind == "wrong":  # costs more than stating none
+        assert result.total < none.total
+    if kind == "mixed":  # the wrong share costs: less than a wholly wrong answer
+        wrong = score("sql_qa", RIGHT_NUMBER.format("são 41.746 pedidos"), **context)
+        assert wrong.total < result.total < none.total
+
+
+def test_the_question_s_numbers_are_no_claim_of_a_result(prepared) -> None:
+    store, manifest = prepared
+    database = store.path(manifest.database)
+    gold = (
+        "SELECT c.customer_city, COUNT(*) AS pedidos FROM orders o JOIN customers c "
+        "ON c.customer_id = o.customer_id WHERE c.customer_state = 'SP' "
+        "GROUP BY c.customer_city ORDER BY pedidos DESC, c.customer_city LIMIT 3"
+    )
+    answer = f"```sql\n{gold};\n```\nLista as {{}} cidades de SP com mais pedidos de clientes."
+    context = {
+        "database": database,
+        "gold_sql": gold,
+        "question": "Quais são as 3 cidades de SP com mais pedidos, e quantos cada uma teve?",
+    }
+    assert score("sql_qa", answer.format(3), **context).components["wrong_number"] == 0.0
+    assert score("sql_qa", answer.format(7), **context).components["wrong_number"] < 0
+    # A year or a date is when, not how much: no claim either way.
+    dated = answer.format(3) + " Dados de 2017 a 03/11/2018."
+    assert score("sql_qa", dated, **context).components["wrong_number"] == 0.0
+
+
+SECOND = [
+    # (the alternative offered after SQL, what the answer keeps)
+    ("", 1.0),
+    (SQL, 1.0),  # the same query again is a loop (the repetition rule's), not a choice
+    (SQL.replace("COUNT(*)", "COUNT(o.order_id)"), 0.7),  # agrees
+    ("```sql\nSELECT COUNT(*) FROM orders;\n```", 0.4),  # returns another count
+    ("```sql\nSELECT COUNT(*) FROM pedidos;\n```", 0.4),  # does not run
+    ("SELECT COUNT(*) FROM orders;", 0.4),  # unfenced, but the database takes it as a query
+    ("With this query the count is exact.", 1.0),  # prose, whatever its first word
+]
+
+
+@pytest.mark.parametrize(("alternative", "keeps"), SECOND)
+def test_a_second_query_leaves_the_choice_to_the_reader(prepared, alternative, keeps) -> None:
+    store, manifest = prepared
+    database = store.path(manifest.database)
+    answer = (
+        f"{SQL}\nOu então:\n{alternative}\nConta os pedidos de clientes de SP."
+        if alternative
+        else SQL
+    )
+    # The SQL scorer's own verdict: the loop rules of every task come after it.
+    result = sql_qa.score(answer, database=database, gold_sql=GOLD_SQL)
+    before = result.total - result.components["second_query"]
+    assert result.total == pytest.approx(keeps * before)
+
+
+def test_a_hostile_second_query_scores_zero(prepared) -> None:
+    store, manifest = prepared
+    database = store.path(manifest.database)
+    answer = f"{SQL}{EXPLANATION}\nOu:\n```sql\nDROP TABLE orders;\n```"
+    assert score("sql_qa", answer, database=database, gold_sql=GOLD_SQL).total == 0.0
 
 
 ANALYSIS = (
@@ -333,6 +439,125 @@ def test_push(completion: str, expected: float | None) -> None:
         assert result.components["formal"] == pytest.approx(-0.20)
     if len(completion) >= 200:
         assert result.components["length"] == 0.0
+
+
+# Per objective: a notification that does what it asks, and one that ignores it (both short,
+# sendable Portuguese, so that the objective is what differs).
+OBJECTIVE_CASES = [
+    (
+        "avisar que o pedido está a caminho",
+        "Recife, seu pedido de pet shop já foi despachado e está a caminho! 🐾",
+        "Recife, aproveite as ofertas de pet shop desta semana! 🐾",
+    ),
+    (
+        "tranquilizar sobre o prazo de entrega",
+        "Fique tranquila, Joana: seu pedido segue dentro do prazo de entrega 📦",
+        "Joana, que tal conhecer as novidades em papelaria? 📦",
+    ),
+    (
+        "recuperar o cliente insatisfeito com um cupom",
+        "Poxa, Marcos. Queremos te ver de novo: cupom VOLTA20 para a próxima compra 💙",
+        "Marcos, conheça os lançamentos de informática da semana 💙",
+    ),
+    (
+        "pedir desculpas e oferecer ajuda",
+        "Lamentamos o ocorrido com seu pedido, Ana. Fale com a gente pelo chat e resolvemos 💬",
+        "Ana, chegaram novidades em cama, mesa e banho pra você 💬",
+    ),
+    (
+        "pedir uma avaliação da compra",
+        "Paulo, sua opinião sobre o fone de ouvido ajuda outros clientes. Deixe sua nota ⭐",
+        "Paulo, frete grátis em toda a loja até domingo ⭐",
+    ),
+    (
+        "lembrar de avaliar o produto recebido",
+        "Lembrete: falta avaliar a luminária que você recebeu. Leva um minutinho ⭐",
+        "A luminária que você comprou tem 10% na próxima compra ⭐",
+    ),
+    (
+        "sugerir uma nova compra na mesma categoria",
+        "Carla, descubra os novos perfumes que combinam com a sua última compra 🌸",
+        "Carla, obrigado por comprar com a gente 🌸",
+    ),
+    (
+        "oferecer frete grátis na próxima compra",
+        "Rita, a próxima entrega é por nossa conta: frete grátis em qualquer pedido 🚚",
+        "Rita, confira as novidades de utilidades domésticas 🚚",
+    ),
+    (
+        "reengajar o cliente após o cancelamento",
+        "Sentimos sua falta, Bruno! Os brinquedos continuam te esperando na loja 🧸",
+        "Bruno, atualizamos nossa política de privacidade 🧸",
+    ),
+    (
+        "trazer o cliente de volta com uma oferta",
+        "Bruno, volte pra gente com 15% de desconto em brinquedos até sexta 🧸",
+        "Bruno, os brinquedos continuam te esperando na loja 🧸",
+    ),
+]
+
+
+@pytest.mark.parametrize(("objective", "on", "off"), OBJECTIVE_CASES)
+def test_a_push_is_held_to_its_objective(objective: str, on: str, off: str) -> None:
+    done = score("push", on, push_objective=objective)
+    ignored = score("push", off, push_objective=objective)
+    assert done.components["objective"] == done.components["situation"] == 0.0
+    assert ignored.components["objective"] < 0
+    assert ignored.total < 0.6 * done.total
+    # Without the objective (a log line with no context) neither rule applies.
+    assert score("push", off).total == pytest.approx(
+        ignored.total - ignored.components["objective"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("objective", "said"),
+    [
+        # an order in transit or cancelled has not arrived, and has nothing to review
+        ("avisar que o pedido está a caminho", "Seu pedido de pet shop chegou e está a caminho!"),
+        ("tranquilizar sobre o prazo de entrega", "Pedido dentro do prazo! Gostou da compra?"),
+        ("reengajar o cliente após o cancelamento", "Seu pedido foi entregue! Volte sempre 🧸"),
+        ("trazer o cliente de volta com uma oferta", "Seu pedido saiu para entrega! 10% off"),
+        # the unhappy customer is no audience for praise-seeking
+        ("recuperar o cliente insatisfeito com um cupom", "Adorou? Avalie e ganhe cupom VOLTA10"),
+        ("pedir desculpas e oferecer ajuda", "Desculpe! Fale com a gente. Já deu 5 estrelas?"),
+        # a four- or five-star customer made no complaint to apologise for
+        ("oferecer frete grátis na próxima compra", "Desculpe o transtorno: frete grátis pra você"),
+    ],
+)
+def test_what_the_situation_rules_out_costs(objective: str, said: str) -> None:
+    result = score("push", said, push_objective=objective)
+    assert result.components["situation"] < 0
+    assert result.total <= 0.3 * (result.total - result.components["situation"]) + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("objective", "said"),
+    [
+        (
+            "avisar que o pedido está a caminho",
+            "Seu pedido ainda não chegou, mas já está a caminho!",
+        ),
+        (
+            "reengajar o cliente após o cancelamento",
+            "Chegou a hora de voltar! Veja as novidades 🧸",
+        ),
+        (
+            "pedir desculpas e oferecer ajuda",
+            "Sentimos muito! Vimos sua avaliação, fale com a gente",
+        ),
+    ],
+)
+def test_what_the_situation_only_seems_to_rule_out_is_free(objective: str, said: str) -> None:
+    assert score("push", said, push_objective=objective).components["situation"] == 0.0
+
+
+def test_push_objectives_are_data_prep_s() -> None:
+    from tasks.prep.push import OBJECTIVES as BY_SITUATION
+
+    drawn = [objective for objectives in BY_SITUATION.values() for objective in objectives]
+    assert sorted(drawn) == sorted(push.OBJECTIVES)
+    assert all(len(objectives) == 2 for objectives in BY_SITUATION.values())
 
 
 def _by_name(functions):
@@ -409,6 +634,9 @@ def test_every_scorer_reads_only_words_of_the_context_vocabulary() -> None:
         ({"review_score": "5"}, "'review_score' must be int"),
         ({"review_score": True}, "'review_score' must be int"),
         ({"gold_delivered_late": 1}, "'gold_delivered_late' must be bool"),
+        ({"review_score": 0}, "'review_score' 0 is not a star count from 1 to 5"),
+        # an objective the push reward does not know would hold the notification to nothing
+        ({"push_objective": "pedir avaliação"}, "'pedir avaliação' is not an objective"),
     ],
 )
 def test_a_misspelled_or_mistyped_context_key_is_an_error_everywhere(

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rewards import SCORERS, score
+from rewards.push import OBJECTIVES
 
 PIECES = st.sampled_from(
     [
@@ -27,12 +28,14 @@ ANY_TEXT = st.text(max_size=3000)
 CONTEXTS = st.fixed_dictionaries(
     {},
     optional={
-        "review_score": st.none() | st.integers(-5, 10),
+        "review_score": st.none() | st.integers(1, 5),  # others are a ContextError
         "gold_delivered_late": st.none() | st.booleans(),
         "gold_category": st.none() | st.text(max_size=30),
         "gold_answer": st.none() | st.text(max_size=40) | st.just("[[2972]]"),
         "gold_sql": st.none() | st.text(max_size=40),
         "data_summary": st.none() | st.text(max_size=300) | STRUCTURED,
+        "question": st.none() | st.text(max_size=60) | STRUCTURED,
+        "push_objective": st.none() | st.sampled_from(sorted(OBJECTIVES)),
     },
 )
 

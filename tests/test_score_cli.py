@@ -67,6 +67,41 @@ def test_good_lines_are_scored_and_bad_ones_named(logs: Path, tmp_path: Path, ca
         )
 
 
+def test_a_push_is_scored_against_its_objective_and_an_unknown_one_is_named(
+    tmp_path: Path, capsys
+) -> None:
+    review = "pedir uma avaliação da compra"
+    lines = [
+        {"task": "push", "completion": "Conta pra gente o que achou da compra! ⭐", "context": {}},
+        *(
+            {"task": "push", "completion": text, "context": {"push_objective": review}}
+            for text in (
+                "Conta pra gente o que achou da compra! ⭐",
+                "Use o cupom VOLTA10 hoje! ⭐",
+            )
+        ),
+        {"task": "push", "completion": "Oi!", "context": {"push_objective": "pedir avaliacao"}},
+    ]
+    logs, out = tmp_path / "push.jsonl", tmp_path / "scored.jsonl"
+    logs.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["score", "--input", str(logs), "--output", str(out)]) == 1
+    assert "line 4: context 'push_objective' 'pedir avaliacao' is not an objective" in (
+        capsys.readouterr().err
+    )
+    bare, asked, offered = (json.loads(line) for line in out.read_text().splitlines())
+    assert asked["total"] == bare["total"] and asked["components"]["objective"] == 0.0
+    assert offered["components"]["objective"] < 0 and offered["total"] < 0.6 * asked["total"]
+
+
+def test_the_help_says_which_context_keys_each_task_reads(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["score", "--help"])
+    printed = capsys.readouterr().out
+    assert "  push: push_objective\n" in printed
+    assert "  sql_qa: gold_answer, gold_sql, question\n" in printed
+    assert "  trazer o cliente de volta com uma oferta" in printed
+
+
 def test_all_good_lines_exit_0_and_the_database_is_built_once(logs: Path, tmp_path: Path) -> None:
     good = tmp_path / "good.jsonl"
     good.write_text("\n".join(logs.read_text().splitlines()[:2]) + "\n")

@@ -24,10 +24,10 @@ from scipy.stats import spearmanr
 
 import rewards
 from configs.recipe import AuditConfig
-from rewards import TASKS, score, sql_qa
+from rewards import TASKS, score, sql_qa, sql_sandbox
 from tasks.core.caching import PROJECT_ROOT, ContentKey
-from tasks.core.manifests import AuditResult, PreparedData
-from tasks.core.store import ArtifactStore
+from tasks.core.manifests import AuditResult
+from tasks.evaluation.score_logs import SHIPPED_DATA, shipped_database
 
 AUDIT_SET = PROJECT_ROOT / "data" / "audit" / "audit.jsonl"
 AUDIT_PAIRS = PROJECT_ROOT / "data" / "audit" / "pairs.jsonl"
@@ -57,6 +57,10 @@ _GOLD_SP = (
     "SELECT COUNT(*) FROM orders o JOIN customers c ON c.customer_id = o.customer_id "
     "WHERE c.customer_state = 'SP'"
 )
+_QUESTION_SP = "Quantos pedidos foram feitos por clientes do estado SP?"
+# Alternatives to _SQL_ONLY: the same count written another way, and all orders counted.
+_SAME_COUNT = _SQL_ONLY.replace("COUNT(*)", "COUNT(o.order_id)")
+_ALL_ORDERS = "```sql\nSELECT COUNT(*) FROM orders;\n```"
 
 
 # A one-star review that is all complaint: what the judgement probes read.
@@ -95,6 +99,15 @@ _BROKEN_ON_TIME_READING = (
 )
 # One good answer per task, for the probes that hold a rule for every task.
 _PUSH = "Seu pedido chegou! Conta pra gente o que achou 💙"
+_REVIEW = "pedir uma avaliação da compra"
+_UNHAPPY = "recuperar o cliente insatisfeito com um cupom"
+# One line of an analysis: too short for the length credit, one structure mark.
+_SHORT_ANALYSIS = "- Recomendo priorizar o RJ e revisar os prazos de entrega."
+_UNNUMBERED = _ANALYSIS.replace("90 dias", "três meses")
+_SUMMARY_OBJECT = '{"estado": "RJ", "pedidos": 410, "atraso": "14,8%", "acao": "priorizar o RJ"}'
+_SUMMARY = (
+    "| estado | pedidos | atraso |\n|---|---|---|\n| SP | 1210 | 4,1% |\n| RJ | 410 | 14,8% |"
+)
 
 
 def _one_field_wrong_costs(
@@ -110,7 +123,26 @@ def _one_field_wrong_costs(
 
 
 def _sql(completion: str, database: str, **options: Any) -> rewards.Score:
-    return score("sql_qa", completion, database=database, gold_sql=_GOLD_SP, **options)
+    return score(
+        "sql_qa",
+        completion,
+        database=database,
+        gold_sql=_GOLD_SP,
+        question=_QUESTION_SP,
+        **options,
+    )
+
+
+def _stating(database: str, times: int | None = 1) -> str:
+    """_SQL_ONLY explained with its count times `times` as Brazilians write it (the full public
+    dataset holds about 14 times the shipped subset's orders), or with none."""
+    [(count,)] = sql_sandbox.execute(database, _GOLD_SP).rows or [(0,)]
+    stated = "" if times is None else f"{count * times:,} ".replace(",", ".")
+    return _SQL_ONLY + f"\nSão {stated}pedidos de clientes de SP na base."
+
+
+def _push(completion: str, objective: str) -> float:
+    return score("push", completion, push_objective=objective).total
 
 
 def _every_task(database: str) -> list[tuple[str, str, dict[str, Any]]]:
@@ -118,7 +150,7 @@ def _every_task(database: str) -> list[tuple[str, str, dict[str, Any]]]:
         ("extraction", _RIGHT_READING, {**_COMPLAINT}),
         ("sql_qa", _COUNT_SP, {"database": database, "gold_sql": _GOLD_SP}),
         ("insights", _ANALYSIS, {}),
-        ("push", _PUSH, {}),
+        ("push", _PUSH, {"push_objective": _REVIEW}),
     ]
 
 
@@ -171,11 +203,29 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
         ),
     ),
     "sql_must_answer_the_question": (
-        "V4.2: 'mentions SQL' scored like 'writes SQL'; the right result must dominate",
+        "V4.2: 'mentions SQL' scored like 'writes SQL'; the right result must dominate: a "
+        "fluent answer to another question keeps at most half",
         lambda db: (
             _sql(_COUNT_SP, db).components["match"] > 0
             and _sql(_COUNT_SP.replace("'SP'", "'RJ'"), db).components["match"] == 0
-            and _sql(_COUNT_SP, db).total > _sql(_COUNT_SP.replace("'SP'", "'RJ'"), db).total
+            and _sql(_COUNT_SP.replace("'SP'", "'RJ'"), db).total <= 0.5 * _sql(_COUNT_SP, db).total
+        ),
+    ),
+    "invented_sql_number_costs": (
+        "any digit in the prose earned the numbers credit: an invented count paid as the right "
+        "one, and more than stating none",
+        lambda db: (
+            _sql(_stating(db, times=14), db).total
+            < _sql(_stating(db, times=None), db).total
+            < _sql(_stating(db), db).total
+        ),
+    ),
+    "second_query_costs": (
+        "an answer offering a second query was scored on its first alone",
+        lambda db: (
+            _sql(f"{_COUNT_SP}\nOu:\n{_ALL_ORDERS}", db).total
+            < _sql(f"{_COUNT_SP}\nOu:\n{_SAME_COUNT}", db).total
+            < _sql(_COUNT_SP, db).total
         ),
     ),
     "a_query_that_runs_beats_one_that_does_not": (
@@ -285,6 +335,75 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
             '"would_recommend": false', '"would_recommend": true', _STARS_ONLY_COMPLAINT
         ),
     ),
+    "opposite_sentiment_costs": (
+        'V4.2.1: the seed\'s rule paid a constant "positivo" 0.80 on a one-star complaint',
+        lambda _: (
+            score(
+                "extraction", _RIGHT_READING.replace('"negativo"', '"positivo"'), **_COMPLAINT
+            ).total
+            < 0.5 * score("extraction", _RIGHT_READING, **_COMPLAINT).total
+        ),
+    ),
+    "a_loop_costs_even_when_it_ended": (
+        "SmolLM2's GRPO: an object said twice scored as the object once",
+        lambda _: (
+            score("extraction", f"{_RIGHT_READING}\n{_RIGHT_READING}", **_COMPLAINT).total
+            < score("extraction", _RIGHT_READING, **_COMPLAINT).total - 0.1
+        ),
+    ),
+    "copies_earn_nothing": (
+        "copies of a short analysis earned the length and structure that the analysis once lacks",
+        lambda _: (
+            score("insights", "\n".join([_SHORT_ANALYSIS] * 3)).total
+            < score("insights", _SHORT_ANALYSIS).total
+        ),
+    ),
+    "invented_insight_numbers_cost": (
+        "an analysis citing figures its data summary does not hold scored as a grounded one",
+        lambda _: (
+            score("insights", f"{_ANALYSIS}\n- O RJ (410) caiu 37%.", data_summary=_SUMMARY).total
+            < score(
+                "insights", f"{_ANALYSIS}\n- O RJ (410) caiu 14,8%.", data_summary=_SUMMARY
+            ).total
+            - 0.1
+        ),
+    ),
+    "an_analysis_cites_its_data": (
+        "an analysis that cites none of its summary's numbers scored as one that reads them",
+        lambda _: (
+            score("insights", _UNNUMBERED, data_summary=_SUMMARY).total
+            < 0.7 * score("insights", f"{_UNNUMBERED} (14,8%)", data_summary=_SUMMARY).total
+        ),
+    ),
+    "an_object_is_no_analysis": (
+        "an extraction object written for a data summary scored 0.37 as an analysis",
+        lambda _: score("insights", _SUMMARY_OBJECT, data_summary=_SUMMARY).total == 0.0,
+    ),
+    "push_is_one_sendable_message": (
+        "several options, Spanish, shouting or hashtags scored as one notification",
+        lambda _: all(
+            _push(bad, _REVIEW) < 0.6 * _push(_PUSH, _REVIEW)
+            for bad in (
+                f"{_PUSH}\nOu: Conta pra gente o que achou 💙",
+                "¡Tu pedido llegó! Cuéntanos qué te pareció y gana un cupón.",
+                _PUSH.upper(),
+            )
+        ),
+    ),
+    "push_is_held_to_its_objective": (
+        "the push reward read no context: an offer scored above the review it was asked for",
+        lambda _: (
+            _push("Seu pedido chegou! Use o cupom VOLTA10 na próxima compra 💙", _REVIEW)
+            < 0.6 * _push(_PUSH, _REVIEW)
+        ),
+    ),
+    "push_respects_the_situation": (
+        "praise-seeking with the unhappy customer scored as the apology with the coupon",
+        lambda _: (
+            _push("Adorou a compra? Avalie com 5 estrelas e use o cupom VOLTA10 💙", _UNHAPPY)
+            < 0.6 * _push("Sentimos muito! Use o cupom VOLTA10 na próxima compra 💙", _UNHAPPY)
+        ),
+    ),
     "negation_is_read": (
         '"não tive nenhum problema" is no problem; "sem defeito" is no product issue',
         lambda _: all(
@@ -314,6 +433,15 @@ def _run_probe(why: str, check: Callable[[str], bool], database: str) -> dict[st
         Exception
     ) as exc:  # a reward that crashes on a probe fails it, it does not crash the gate
         return {"passed": False, "why": f"{why}; raised {type(exc).__name__}: {exc}"}
+
+
+def run_probes(database: str, only: str | None = None) -> dict[str, dict[str, Any]]:
+    """Every probe's outcome (or the one named `only`), keyed `probe:<name>`."""
+    return {
+        f"probe:{name}": _run_probe(why, check, database)
+        for name, (why, check) in PROBES.items()
+        if only in (None, name)
+    }
 
 
 def _numbered_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -404,8 +532,7 @@ def audit_rewards(
             ),
         }
     per_task["pairs"] = pair_agreement(config, database, pairs)
-    for name, (why, check) in PROBES.items():
-        per_task[f"probe:{name}"] = _run_probe(why, check, database)
+    per_task.update(run_probes(database))
     passed = all(entry["passed"] for entry in per_task.values())
     digest = hashlib.sha256(json.dumps(per_task, sort_keys=True).encode()).hexdigest()
     return AuditResult(fingerprint=digest, passed=passed, per_task=per_task)
@@ -431,9 +558,11 @@ def failure_message(result: AuditResult, config: AuditConfig) -> str:
     return "reward audit failed, nothing will be trained: " + " | ".join(reasons)
 
 
-def audit_gate(config: AuditConfig, data: PreparedData, store: ArtifactStore) -> AuditResult:
-    """Audit, publish the table, and raise AuditFailed when the gate does not pass."""
-    result = audit_rewards(config, str(data.local_database(store)))
+def audit_gate(config: AuditConfig) -> AuditResult:
+    """Audit, publish the table, and raise AuditFailed when the gate does not pass. The SQL lines
+    run against the shipped Olist database, on which the numbers their human scores judge were
+    checked, whatever data the run trains on."""
+    result = audit_rewards(config, str(shipped_database()))
     create_table_artifact(
         key="tucano-reward-audit",
         table=[{"check": name, **entry} for name, entry in result.per_task.items()],
@@ -448,6 +577,6 @@ def audit_gate(config: AuditConfig, data: PreparedData, store: ArtifactStore) ->
 audit_gate_task = task(
     audit_gate,
     name="reward-audit",
-    cache_policy=ContentKey(files=(AUDIT_SET, AUDIT_PAIRS)),
+    cache_policy=ContentKey(files=(AUDIT_SET, AUDIT_PAIRS, *sorted(SHIPPED_DATA.glob("*.csv")))),
     persist_result=True,
 )

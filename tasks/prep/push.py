@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from rewards.push import OBJECTIVES as PUSH_OBJECTIVES
 from tasks.prep.references import push_reference
 from tasks.prep.rows import brl, prompt_row
 
@@ -27,19 +28,12 @@ STATUS_PT = {
     "unavailable": "indisponível",
 }
 
-# What a retailer's CRM would want from a customer in each situation.
-OBJECTIVES = {
-    "in_transit": ("avisar que o pedido está a caminho", "tranquilizar sobre o prazo de entrega"),
-    "unhappy": (
-        "recuperar o cliente insatisfeito com um cupom",
-        "pedir desculpas e oferecer ajuda",
-    ),
-    "unreviewed": ("pedir uma avaliação da compra", "lembrar de avaliar o produto recebido"),
-    "happy": (
-        "sugerir uma nova compra na mesma categoria",
-        "oferecer frete grátis na próxima compra",
-    ),
-    "lost": ("reengajar o cliente após o cancelamento", "trazer o cliente de volta com uma oferta"),
+# What a retailer's CRM wants from a customer in each situation: the push reward's objectives
+# (rewards/push.py), in its order, so that a notification is held to the objective it was asked
+# for.
+OBJECTIVES: dict[str, tuple[str, ...]] = {
+    situation: tuple(name for name, o in PUSH_OBJECTIVES.items() if o.situation == situation)
+    for situation in dict.fromkeys(o.situation for o in PUSH_OBJECTIVES.values())
 }
 
 
