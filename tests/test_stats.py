@@ -1,9 +1,13 @@
-"""The Wilcoxon comparison against hand-computed cases."""
+"""The Wilcoxon comparison against hand-computed cases and an oracle of its own: the exact
+null distribution by enumerating every assignment of signs to the ranks."""
+
+import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy.stats import wilcoxon
 
+from tasks.evaluation.report import results_table
 from tasks.evaluation.stats import (
     OVERALL,
     bootstrap_ci,
@@ -13,6 +17,7 @@ from tasks.evaluation.stats import (
     paired_test,
     rank_biserial,
     scipy_auto_method,
+    seed_average,
 )
 
 
@@ -55,17 +60,88 @@ def test_a_regression_is_reported_as_one() -> None:
     assert comparison.across_seeds["push"].verdict == "worse"
 
 
-def test_zeros_are_dropped_and_ties_switch_the_method() -> None:
-    base = [0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
-    tuned = [0.5, 0.6, 0.6, 0.7, 0.4, 0.8]  # one zero, tied |d| = 0.1 three times
-    result = paired_test(base, tuned)
-    expected = wilcoxon(
-        np.array(tuned), np.array(base), alternative="greater", zero_method="wilcox"
+def mid_ranks(values: list[float]) -> list[Fraction]:
+    """1-based ranks, each run of equal values sharing the mean of its places."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [Fraction(0)] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for place in range(start, end + 1):
+            ranks[order[place]] = Fraction(start + end + 2, 2)
+        start = end + 1
+    return ranks
+
+
+def enumerated(differences: list[Fraction]) -> tuple[Fraction, Fraction, Fraction]:
+    """(W+, P(W+ >= observed), P(W+ <= observed)) under H0, zeros dropped: each of the 2**n
+    sign assignments to the ranks of |d| is equally likely."""
+    nonzero = [d for d in differences if d != 0]
+    ranks = mid_ranks([abs(d) for d in nonzero])
+    observed = sum((r for r, d in zip(ranks, nonzero, strict=True) if d > 0), Fraction(0))
+    sums = [
+        sum((r for r, sign in zip(ranks, signs, strict=True) if sign), Fraction(0))
+        for signs in itertools.product((False, True), repeat=len(nonzero))
+    ]
+    total = len(sums)
+    return (
+        observed,
+        Fraction(sum(w >= observed for w in sums), total),
+        Fraction(sum(w <= observed for w in sums), total),
     )
-    assert result.statistic == pytest.approx(expected.statistic)
-    assert result.p_better == pytest.approx(expected.pvalue)
-    assert result.method == "permutation"
-    assert result.n_nonzero == 5
+
+
+@pytest.mark.parametrize(
+    ("base", "tuned"),
+    [
+        # one zero, tied |d| = 0.1 three times: the permutation method
+        ([5, 5, 5, 5, 5, 5], [5, 6, 6, 7, 4, 8]),
+        # no ties, no zeros: the exact method
+        ([1, 2, 3, 4, 5, 6, 7, 8], [2, 1, 6, 8, 4, 12, 14, 16]),
+        # mostly worse, ties across signs
+        ([3, 3, 3, 3, 3, 3, 3, 3, 3], [2, 2, 1, 4, 3, 1, 0, 2, 5]),
+        # a mixed case at the largest n the enumeration oracle takes quickly
+        (list(range(12)), [i + (-1) ** i * (i % 4 + 1) for i in range(12)]),
+    ],
+)
+def test_p_values_are_the_enumerated_null_distribution(base: list[int], tuned: list[int]) -> None:
+    """Scores in tenths, so that the oracle's differences are exact fractions."""
+    statistic, p_better, p_worse = enumerated(
+        [Fraction(t - b, 10) for b, t in zip(base, tuned, strict=True)]
+    )
+    result = paired_test([b / 10 for b in base], [t / 10 for t in tuned])
+    assert result.statistic == pytest.approx(float(statistic))
+    assert result.p_better == pytest.approx(float(p_better))
+    assert result.p_worse == pytest.approx(float(p_worse))
+    assert result.n_nonzero == sum(b != t for b, t in zip(base, tuned, strict=True))
+
+
+def test_float_noise_is_no_change() -> None:
+    """Seeds that all kept their start answer every prompt as the base did; the mean of their
+    three equal scores differs from the score by float rounding on some prompts, which the test
+    would rank as real differences (a report once called push better, Holm p 0.0054, r +1.00)."""
+    totals = {
+        "extraction": [0.1, 0.7, 0.2 + 0.1, 0.646, 0.35, 0.9, 0.1 * 3, 0.55, 0.61, 0.12],
+        "sql_qa": [0.3 + 0.6, 0.45, 0.125, 0.7, 0.1, 0.2, 0.3, 0.85, 0.05, 0.4],
+        "insights": [0.579, 0.524, 0.7, 0.8 - 0.1, 0.33, 0.66, 0.99, 0.42, 0.58, 0.61],
+        "push": [0.1 + 0.2, 0.95, 0.6, 0.85, 0.35, 0.7, 0.1, 0.45, 0.8, 0.65],
+    }
+    base = _rows(totals)
+    kept = {seed: _rows(totals) for seed in (42, 123, 456)}
+    pooled = seed_average(kept)
+    assert any(row["total"] != b["total"] for row, b in zip(pooled, base, strict=True)), (
+        "the pooled scores carry float noise, or this test tests nothing"
+    )
+    comparison = compare(base, kept, alpha=0.05)
+    for results in (comparison.pooled, *comparison.per_seed.values()):
+        for row in results_table(results):
+            assert row["change"] == "none", row
+            assert (row["delta"], row["effect_size"], row["ci95"]) == (0.0, 0.0, "[+0.000, +0.000]")
+        assert all(r.n_nonzero == 0 and r.p_better == 1.0 for r in results.values())
+    assert {s.verdict for s in comparison.across_seeds.values()} == {"not shown better"}
+    assert {s.delta_mean for s in comparison.across_seeds.values()} == {0.0}
 
 
 def test_method_follows_scipy_auto() -> None:

@@ -1,7 +1,8 @@
 """Step 5: is the tuned model better? Paired one-sided Wilcoxon signed-rank tests, per task.
 
 Each eval prompt is scored for the base model and for the tuned model of each seed; the pairs are
-matched by prompt id. Zero differences are dropped before ranking (Wilcoxon's own method, scipy's
+matched by prompt id. Differences are taken at SCORE_DECIMALS, so float noise is no change; zero
+differences are then dropped before ranking (Wilcoxon's own method, scipy's
 `zero_method="wilcox"`), and scipy's `method="auto"` chooses the exact null distribution, a
 permutation test or the normal approximation; the report records which one was used.
 """
@@ -22,6 +23,12 @@ from rewards import TASKS
 ALTERNATIVES = {"p_better": "greater", "p_worse": "less"}
 ZERO_METHOD = "wilcox"
 OVERALL = "overall"
+# Differences are compared at this many decimals: a reward is a sum of a few dozen terms in
+# [0, 1], and the mean of three seeds' equal scores differs from the score by float rounding
+# (1e-16), which the signed-rank test would rank as real changes; a real change of one answer
+# moves a score by far more (its smallest rule weighs 0.01). Below it, a difference is zero before
+# any test, interval or effect size.
+SCORE_DECIMALS = 9
 # scipy's "auto" switches from the exact distribution to the normal approximation above this n.
 EXACT_MAX_N = 50
 # ...and, with ties or zeros, uses a complete permutation test up to this n (2**13 outcomes).
@@ -83,6 +90,11 @@ class Comparison(_Result):
     across_seeds: dict[str, AcrossSeeds]
 
 
+def settled(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Scores or differences at SCORE_DECIMALS: float noise is zero, near ties are ties."""
+    return np.round(values, SCORE_DECIMALS) + 0.0  # + 0.0: no -0.0 left to print
+
+
 def scipy_auto_method(differences: np.ndarray) -> str:
     """The test scipy's wilcoxon(method="auto") runs on these differences (scipy >= 1.15)."""
     nonzero = differences[differences != 0]
@@ -138,9 +150,7 @@ def _holm_fields(
     }
 
 
-def _one_sided_tests(
-    base: np.ndarray, tuned: np.ndarray, n_nonzero: int, alpha: float
-) -> dict[str, Any]:
+def _one_sided_tests(differences: np.ndarray, n_nonzero: int, alpha: float) -> dict[str, Any]:
     """Both one-sided Wilcoxon tests: statistic, scipy's method, p_better, p_worse and, when
     no p is reported, a note saying why."""
     if n_nonzero == 0:
@@ -152,12 +162,12 @@ def _one_sided_tests(
             "p_worse": 1.0,
         }
     tests = {
-        key: wilcoxon(tuned, base, alternative=alternative, zero_method=ZERO_METHOD)
+        key: wilcoxon(differences, alternative=alternative, zero_method=ZERO_METHOD)
         for key, alternative in ALTERNATIVES.items()
     }
     described = {
         "statistic": float(tests["p_better"].statistic),
-        "method": scipy_auto_method(tuned - base),
+        "method": scipy_auto_method(differences),
     }
     floor = min_attainable_p(n_nonzero)
     if floor >= alpha:
@@ -174,18 +184,19 @@ def _one_sided_tests(
 
 def paired_test(base: Sequence[float], tuned: Sequence[float], alpha: float = 0.05) -> PairedTest:
     base_arr, tuned_arr = np.asarray(base, dtype=float), np.asarray(tuned, dtype=float)
-    differences = tuned_arr - base_arr
+    differences = settled(tuned_arr - base_arr)
     base_mean, tuned_mean = float(base_arr.mean()), float(tuned_arr.mean())
+    delta = float(differences.mean())
     low, high = bootstrap_ci(differences)
     n_nonzero = int(np.count_nonzero(differences))
-    tests = _one_sided_tests(base_arr, tuned_arr, n_nonzero, alpha)
+    tests = _one_sided_tests(differences, n_nonzero, alpha)
     return PairedTest(
         n=len(differences),
         n_nonzero=n_nonzero,
         base_mean=base_mean,
         tuned_mean=tuned_mean,
-        delta=tuned_mean - base_mean,
-        delta_pct=100 * (tuned_mean - base_mean) / base_mean if base_mean else None,
+        delta=delta,
+        delta_pct=100 * delta / base_mean if base_mean else None,
         effect_size=rank_biserial(differences),
         ci_low=low,
         ci_high=high,
@@ -292,7 +303,8 @@ def compare(
         method={
             "test": "Wilcoxon signed-rank, paired by prompt id, one-sided both ways "
             "(p: tuned > base; p_worse: tuned < base)",
-            "zero_method": f"{ZERO_METHOD} (zero differences dropped before ranking)",
+            "zero_method": f"{ZERO_METHOD} (zero differences dropped before ranking; differences "
+            f"taken at {SCORE_DECIMALS} decimals, so float noise is zero)",
             "scipy_method": "auto (per test: see each result's 'method')",
             "alpha": alpha,
             "multiple_testing": "Holm across the four tasks, for each direction (p_holm, "

@@ -31,6 +31,7 @@ from configs.recipe import MonitoringConfig
 from rewards.extraction import FIELDS, VALUE_CHECKS, parse_json_object
 from rewards.review_evidence import STAR_GROUPS, star_sentiment
 from tasks.evaluation.report import fmt
+from tasks.evaluation.stats import settled
 
 PASS, FAIL, NOT_MEASURED = "pass", "fail", "not measured"
 # Both follow the stars in the reference answers, three values for three star groups.
@@ -252,7 +253,10 @@ def _reward_drop(
         why = "monitoring.drop_test is off" if not config.drop_test else "no eval-split reference"
         return Check(name, label, "p", "at least", None, alpha, None, NOT_MEASURED, why)
     rewards, reference_rewards = [a.reward for a in answers], [a.reward for a in reference]
-    p_drop = float(mannwhitneyu(rewards, reference_rewards, alternative="less").pvalue)
+    # Ranked at the comparison's precision: equal scores reached by another float path tie.
+    p_drop = float(
+        mannwhitneyu(settled(rewards), settled(reference_rewards), alternative="less").pvalue
+    )
     means = (
         f"{statistics.fmean(rewards):.3f} vs {statistics.fmean(reference_rewards):.3f}, "
         f"one-sided Mann-Whitney p = {fmt(p_drop, 4)}"
