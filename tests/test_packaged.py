@@ -21,13 +21,14 @@ from configs.recipe import (
     load_recipe,
 )
 from rewards.common import completion_text
+from rewards.context import CONTEXT_KEYS
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.evaluate import load_with_adapter
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
 from tasks.production.export import export_model
 from tasks.training import train
-from tasks.training.answering import generate
+from tasks.training.answering import generate, score_row
 from tasks.training.model import IM_END, IM_START, PAD_TOKEN, load_tokenizer, prepare_base_model
 from tasks.training.packaged import PackagedModelError
 from tasks.training.sft import answers_too_long, examples_too_long, sft_examples, train_sft
@@ -169,6 +170,16 @@ def test_generation_stops_at_the_end_of_turn_and_the_text_has_no_special_tokens(
     assert not row["truncated"] and row["tokens"] < config.max_new_tokens
     assert "Brasil" in row["completion"]
     assert not any(token in row["completion"] for token in CHAT_TOKENS)
+    # The same answer cut at the budget says so, and scores its task's cut share.
+    budget = row["tokens"] - 2
+    [cut] = generate(
+        model, tokenizer, QUESTIONS[:1], config.model_copy(update={"max_new_tokens": budget})
+    )
+    assert cut["truncated"] and cut["tokens"] == budget
+    assert row["completion"].startswith(cut["completion"].rstrip())
+    push = {"task": "push", **dict.fromkeys(CONTEXT_KEYS)}
+    assert score_row(push, cut, None)["components"]["cut"] < 0
+    assert "cut" not in score_row(push, row, None)["components"]
 
 
 def test_two_grpo_steps_sample_at_the_recipes_temperature_and_score_plain_text(

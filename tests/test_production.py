@@ -20,12 +20,13 @@ import pandas as pd
 import pytest
 import yaml
 
+from configs.recipe import load_recipe
 from flows.pipeline import read_latest_run
 from tasks.core.manifests import Adapter
 from tasks.core.store import ArtifactStore
 from tasks.production.analyze import SEEN_ORDER, review_prompts, written_rows
 from tasks.production.export import CARD_FILE, export_model
-from tasks.production.monitoring import DRIFT, HEALTHY
+from tasks.production.monitoring import DRIFT
 from tasks.training.model import load_model_and_tokenizer
 from tasks.training.train import training_records
 
@@ -357,8 +358,18 @@ def test_analysis_of_a_later_month_resumes_after_a_kill(
         assert 0.0 <= row["total"] <= 1.0 and "json" in row["components"]
     assert "| Churn risk | Reviews |" in printed
     assert output.with_suffix(".summary.png").stat().st_size > 0
+    # The monitor's status is the one these rows imply: the two-step tiny model writes no JSON
+    # object and runs every answer to the budget, so the parse-rate and truncation limits both
+    # fail, and one failed check is a drift.
+    limits = load_recipe(recipe).monitoring
+    parsed = sum(row["parsed"] is not None for row in rows) / len(rows)
+    cut = sum(row["truncated"] for row in rows) / len(rows)
+    assert parsed < limits.min_parse_rate and cut > limits.max_truncated
     latest = trained.read_json("monitoring/latest.json")
-    assert latest["reviews"] == 40 and latest["status"] in (HEALTHY, DRIFT)
+    assert latest["reviews"] == 40 and latest["status"] == DRIFT
+    recorded = {check["check"]: check for check in latest["checks"]}
+    assert (recorded["parse_rate"]["value"], recorded["truncated"]["value"]) == (parsed, cut)
+    assert recorded["parse_rate"]["verdict"] == recorded["truncated"]["verdict"] == "fail"
     # Every check, printed as the decision file has it, against the model's own eval split.
     assert latest["reference_prompts"] == 6  # the recipe's extraction eval prompts
     for check in latest["checks"]:
