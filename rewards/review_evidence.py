@@ -36,25 +36,58 @@ DELIVERY_PROBLEM = (
     "cade minha", "cade o pedido", "cade o produto", "quero meu produto", "gostaria de receber",
     "preciso receber", "quero receber", "espero receber", "antes de receber", "ate agora nada",
     "nada de produto", "reenvi",
+    # An order that came in part, empty, opened, or not to the customer: a missing item of
+    # several is the delivery's (missing parts of one product are the product's, below).
+    "faltando", "faltou", "recebi apenas", "recebi somente", "so recebi", "so chegou",
+    "chegou apenas", "metade do", "caixa vazia", "veio vazia", "violad", "roubad",
+    "outro endereco", "endereco errado", "outra pessoa", "carteiro", "nao sai do lugar",
+    "o produto voltou", "voltou para", "chegasse", "postou",
 )  # fmt: skip
 DELIVERY_FINE = (
     "antes do prazo", "dentro do prazo", "no prazo", "chegou rapid", "entrega rapida",
     "entrega super rapida", "chegou antes", "entregue antes", "rapidez", "super rapid",
     "muito rapid", "chegou certinho", "bem rapid",
 )  # fmt: skip
+# Olist customers name a product problem by its kind (broken, wrong, poor), by what came instead
+# ("entregaram outro", "difere do site") and by what it does ("pegou fogo", "não liga").
 PRODUCT_PROBLEM = (
     "quebrad", "quebrou", "defeit", "danific", "avariad", "amassad", "rasgad", "estragad",
+    "trincad", "rachad", "furad", "manchad", "enferruj", "descascand",
     "produto errado", "veio errado", "cor errada", "tamanho errado", "modelo errado",
-    "diferente do anunciad", "diferente da foto", "diferente do que", "nao funciona",
-    "parou de funcionar", "falsific", "nao e original", "faltando", "faltou", "incomplet",
-    "veio outro", "qualidade ruim", "pessima qualidade", "baixa qualidade", "mal acabad",
-    "nao serve", "veio sem",
+    "diferente do anunciad", "diferente da foto", "diferente do que", "diferente do site",
+    "diferente da imagem", "difere", "nao condiz", "nao corresponde", "nao e o mesmo",
+    "nao e o que", "outro modelo", "modelo diferente", "cor diferente", "tamanho diferente",
+    "veio outro", "veio outra", "entregaram outro", "enviaram outro", "mandaram outro",
+    "recebi outro", "propaganda enganosa", "nao funciona", "parou de funcionar", "nao liga",
+    "pegou fogo", "falsific", "nao e original", "faltando peca", "faltou peca", "incomplet",
+    "veio sem", "qualidade ruim", "pessima qualidade", "baixa qualidade", "ma qualidade",
+    "mal acabad", "mal costurad", "fragil", "produto ruim", "produto pessimo", "pessimo produto",
+    "nao presta", "nao serve",
 )  # fmt: skip
+# The seller's part is most often told as what it did not do: answer, solve, refund, deliver
+# the invoice, keep the order it took ("cancelaram", "esgotado").
 SELLER_PROBLEM = (
-    "vendedor nao", "loja nao", "nao responde", "nao respondem", "sem resposta",
-    "nao tive resposta", "nao obtive resposta", "descaso", "pessimo atendimento",
-    "atendimento ruim", "atendimento pessimo", "falta de respeito", "enganad", "golpe",
-    "nao devolveram", "nao reembols", "cancelaram", "nao consigo contato", "sem retorno",
+    "vendedor nao", "loja nao", "nao responde", "nao respondem", "nao responderam",
+    "nao respondeu", "nao me respond", "sem resposta", "nenhuma resposta", "nem resposta",
+    "nem uma resposta", "nao tive resposta", "nao obtive", "sem retorno", "nenhum retorno",
+    "nao tive retorno", "nao tive nenhum", "nem satisfacao", "nenhuma satisfacao",
+    "sem satisfacao", "nem sequer uma", "nem sequer respond", "nem sequer ligaram",
+    "nem sequer deram", "nao da satisfacao", "nao dao satisfacao",
+    "ninguem atende", "ninguem responde", "nao atende", "nao consigo contato",
+    "nao consigo falar", "nao consigo contat", "nao consegui contat", "nao consegui falar",
+    "nao consigo nunca", "dificuldade em contat", "dificuldade de contat",
+    "dificuldade em contact", "falta de contato", "sem contato", "nao retorn", "nao ligaram",
+    "nem ligaram", "inumeros emails", "varios emails",
+    "solicitacao de resposta", "sem solucao", "nenhuma solucao", "nada foi resolvido",
+    "nao foi resolvido", "nao resolveram", "nao resolvem", "descaso", "pessimo atendimento",
+    "atendimento ruim", "atendimento pessimo", "falta de respeito", "desrespeito", "enganad",
+    "golpe", "enrola", "promet", "promessa", "negaram", "mentir", "mentira", "nao devolveram",
+    "nao reembols", "estorno", "dinheiro de volta", "devolucao do dinheiro",
+    "devolucao do meu dinheiro", "restituid", "ressarc", "cancelaram", "cancelado pela",
+    "cancelada pela", "cancelou meu", "esgotad", "sem estoque", "nao tinha no estoque",
+    "nao tinha estoque", "falta de estoque", "fora de estoque", "nota fiscal", "cobrad",
+    "cobranc", "pessimo parceiro", "pessimo compromisso", "falta de compromisso",
+    "pessima loja", "pessimo vendedor", "pessimo servico",
 )  # fmt: skip
 WONT_RECOMMEND = (
     "nao recomendo", "nao recomendaria", "nunca mais compro", "nao compro mais", "nao comprem",

@@ -1,0 +1,51 @@
+"""The reward's reading of a review (rewards/review_evidence.py) against 180 one- to three-star
+reviews that two people read blind to the reward code (data/audit/low_star_readings.jsonl): of
+the problems a person found, how many the reading finds stated, and how many it finds where the
+person found none. What the SFT references teach and what GRPO is paid for is this reading, so a
+model cannot flag a complaint more often than the reading finds it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewards.review_evidence import ISSUES, STATED, read_review
+from tasks.core.caching import PROJECT_ROOT
+
+READINGS = PROJECT_ROOT / "data" / "audit" / "low_star_readings.jsonl"
+# Per set and issue: the least share of a person's problems the reading finds, and the most
+# share of the reviews without one where it finds one (as measured 2026-11-28, rounded down and
+# up: the dev set's misses wrote the product and seller cues; the val set was never read for it).
+FLOORS = {
+    ("dev", "delivery_issue"): (0.85, 0.15),
+    ("dev", "product_issue"): (0.9, 0.05),
+    ("dev", "seller_issue"): (0.8, 0.1),
+    ("val", "delivery_issue"): (0.75, 0.15),
+    ("val", "product_issue"): (0.55, 0.05),
+    ("val", "seller_issue"): (0.4, 0.1),
+}
+
+
+def _found(review: dict, issue: str) -> bool:
+    expected = read_review(
+        review["review_text"], review["review_score"], review["gold_delivered_late"]
+    ).fields[issue]
+    return expected.weight == STATED and True in expected.right
+
+
+@pytest.mark.parametrize(("group", "issue"), list(FLOORS))
+def test_the_reading_finds_the_problems_a_person_found(group: str, issue: str) -> None:
+    reviews = [
+        review
+        for review in map(json.loads, READINGS.read_text(encoding="utf-8").splitlines())
+        if review["set"] == group
+    ]
+    assert len(reviews) == 90 and issue in ISSUES
+    with_problem = [review for review in reviews if review[issue]]
+    without = [review for review in reviews if not review[issue]]
+    recall, false_share = FLOORS[group, issue]
+    found = sum(_found(review, issue) for review in with_problem)
+    alarms = sum(_found(review, issue) for review in without)
+    assert found >= recall * len(with_problem), (found, len(with_problem))
+    assert alarms <= false_share * len(without), (alarms, len(without))
