@@ -66,7 +66,10 @@ def evaluate_model(
         ]
     else:
         model, tokenizer = load_with_adapter(base, adapter, store)
-        generations = generate(model, tokenizer, [row["prompt"] for row in prompts], config)
+        generations = generate(
+            model, tokenizer, [row["prompt"] for row in prompts], config,
+            stage=f"evaluation of {tag}",
+        )  # fmt: skip
     rows = [
         {
             "prompt_id": prompt["prompt_id"],

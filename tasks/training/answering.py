@@ -17,6 +17,7 @@ from configs.recipe import EvalConfig
 from rewards import score
 from rewards.common import completion_text
 from rewards.context import CONTEXT_KEYS
+from tasks.core.progress import Progress
 from tasks.training.decoding import decode_side_by_side
 from tasks.training.rollout import RolloutModel, completions_until_eos
 
@@ -35,10 +36,17 @@ def _generation_config(config: EvalConfig, tokenizer: Any) -> Any:
 
 
 def generate(
-    model: Any, tokenizer: Any, prompts: list[list[dict[str, str]]], config: EvalConfig
+    model: Any,
+    tokenizer: Any,
+    prompts: list[list[dict[str, str]]],
+    config: EvalConfig,
+    *,
+    stage: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Completions for chat prompts, batched, reproducible for a given `config.seed`."""
-    return [row for batch in generate_batches(model, tokenizer, prompts, config) for row in batch]
+    """Completions for chat prompts, batched, reproducible for a given `config.seed`; `stage`
+    names the progress to report (tasks/core/progress.py), if any."""
+    batches = generate_batches(model, tokenizer, prompts, config, stage=stage)
+    return [row for batch in batches for row in batch]
 
 
 def generate_batches(
@@ -48,9 +56,12 @@ def generate_batches(
     config: EvalConfig,
     *,
     done: int = 0,
+    stage: str | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
     """`generate`, one batch at a time, for callers that keep each batch as it comes; `done`
-    prompts were handled earlier (the progress bar starts there)."""
+    prompts were handled earlier (the progress starts there). With a `stage`, each batch is that
+    stage's progress in the terminal and the Prefect UI; without, a bar where there is a
+    terminal."""
     tokenizer.padding_side = "left"
     generation_config = _generation_config(config, tokenizer)
     model.eval()
@@ -59,9 +70,11 @@ def generate_batches(
         tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
         for p in prompts
     ]
-    progress = tqdm(
-        total=done + len(prompts), initial=done, desc="generating", unit="prompt", disable=None
-    )
+    total = done + len(prompts)
+    if stage is None:
+        bar = tqdm(total=total, initial=done, desc="generating", unit="prompt", disable=None)
+    else:
+        reported = Progress(stage, total, "prompts", done=done)
     # Each batch is sampled from a seed of its own, whichever way it is decoded.
     batches = (
         (
@@ -92,8 +105,13 @@ def generate_batches(
             _generated(rollout, encoded, seed, generation_config, width, config.batch_size)
             for encoded, seed in batches
         )
+    answered = done
     for batch in answers:
-        progress.update(len(batch))
+        answered += len(batch)
+        if stage is None:
+            bar.update(len(batch))
+        else:
+            reported.advance(answered)
         yield [
             {
                 "completion": tokenizer.decode(row, skip_special_tokens=True),
@@ -102,7 +120,8 @@ def generate_batches(
             }
             for row in batch
         ]
-    progress.close()
+    if stage is None:
+        bar.close()
 
 
 def _generated(

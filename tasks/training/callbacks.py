@@ -1,9 +1,10 @@
 """The TRL/transformers callbacks that make a GRPO run observable, resumable and self-stopping.
 
-Each one does one thing: log a readable line per step; upload checkpoints into the store; turn
-a SIGTERM or SIGINT into a final checkpoint; apply the dynamic task weights; keep the best adapter
-and stop early. The stateful ones (task weighting, stop rules) write their state into every
-checkpoint and read it back on resume, so a resumed run behaves exactly like an uninterrupted one.
+Each one does one thing: log a readable line per step; report the stage's progress; upload
+checkpoints into the store; turn a SIGTERM or SIGINT into a final checkpoint; apply the dynamic
+task weights; keep the best adapter and stop early. The stateful ones (task weighting, stop
+rules) write their state into every checkpoint and read it back on resume, so a resumed run
+behaves exactly like an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from transformers import TrainerCallback
 
 from rewards import SCORERS, RewardFunction
 from tasks.core import signals
+from tasks.core.progress import Progress
 from tasks.core.store import ArtifactStore
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.star_agreement import agreement_words, balanced_agreement
@@ -76,6 +78,22 @@ class LogSteps(TrainerCallback):
                 logs.get("eval_entropy", float("nan")),
                 agreement_words(logs),
             )
+
+
+class ReportProgress(TrainerCallback):
+    """Each optimizer step as the stage's progress: a line in the terminal with the time left,
+    and the run's progress artifact in the Prefect UI."""
+
+    def __init__(self, stage: str):
+        self.stage = stage
+        self.progress: Progress | None = None
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        self.progress = Progress(self.stage, state.max_steps, "steps", done=state.global_step)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        if self.progress is not None:
+            self.progress.advance(state.global_step)
 
 
 class UploadCheckpoints(TrainerCallback):
