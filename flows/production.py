@@ -275,7 +275,7 @@ def analyze_flow(
     recipe, store = _open(config, artifacts)
     log = get_run_logger()
     # 1. The reviews' prompts: a bad file stops here, naming it, before any model is loaded.
-    reviews = analysis.review_prompts(data)
+    reviews = analysis.review_prompts(data, recipe.data.extraction_instructions)
     # 2. The production model, from the store; a review of an order it was trained or judged on
     # gets a row that says so instead of an analysis.
     chosen = production_model(model, store)

@@ -357,6 +357,9 @@ def test_analysis_of_a_later_month_resumes_after_a_kill(
         assert (row["parsed"] is None) == (row["parse_error"] is not None)
         assert 0.0 <= row["total"] <= 1.0 and "json" in row["components"]
     assert "| Churn risk | Reviews |" in printed
+    assert "## Each field against the review" in printed
+    assert "| delivery_issue: flagged where stated |" in printed
+    assert all(row["review_text"] for row in rows if not row["skipped"])
     assert output.with_suffix(".summary.png").stat().st_size > 0
     # The monitor's status is the one these rows imply: the two-step tiny model writes no JSON
     # object and runs every answer to the budget, so the parse-rate and truncation limits both

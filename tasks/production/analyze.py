@@ -26,6 +26,7 @@ import pandas as pd
 
 from configs.recipe import EvalConfig
 from tasks.core import signals
+from tasks.evaluation.field_agreement import field_agreement, render
 from tasks.prep.extraction import ORDER_LABELS, extraction_prompt
 from tasks.prep.olist import TABLES, read_tables, tables_present
 from tasks.prep.orders import order_view
@@ -56,10 +57,11 @@ def has_comment(review: pd.Series) -> bool:
     return bool(review["review_comment_title"].strip() or review["review_comment_message"].strip())
 
 
-def review_prompts(uri: str) -> list[dict[str, Any]]:
+def review_prompts(uri: str, instructions: str = "described") -> list[dict[str, Any]]:
     """Extraction prompt rows for every review with a comment in the folder (one per order and
     review id), in order id order, each with `missing`: None, or what its order's details could
-    not say and why, and `skipped`: None (the caller knows which orders the model saw). Bad input
+    not say and why, and `skipped`: None (the caller knows which orders the model saw); asked with
+    the recipe's `instructions` (data.extraction_instructions), as the model trained. Bad input
     stops with the file and column named (OlistSchemaError); of the files, only the reviews are
     required."""
     present = tables_present(uri, ORDER_TABLES)
@@ -81,7 +83,7 @@ def review_prompts(uri: str) -> list[dict[str, Any]]:
     rows = []
     for _, order in joined.sort_values(list(REVIEW_KEY)).iterrows():
         known = order["_merge"] == "both"
-        row = extraction_prompt(order, order_known=known)
+        row = extraction_prompt(order, order_known=known, instructions=instructions)
         row["missing"] = (
             None
             if known
@@ -112,8 +114,11 @@ def analysis_row(prompt: dict[str, Any], generation: dict[str, Any]) -> dict[str
         "truncated": generation["truncated"],
         "tokens": generation["tokens"],
         "missing": prompt["missing"],
-        # The customer's own stars: what the monitor checks the extracted sentiment against.
+        # The customer's own stars: what the monitor checks the extracted sentiment against;
+        # with the review and the order's lateness, what each field is read against.
         "review_score": prompt["review_score"],
+        "review_text": prompt["review_text"],
+        "gold_delivered_late": prompt["gold_delivered_late"],
         # The reward training used, through the same code path (no database: extraction).
         **score_row(prompt, generation, None),
         "skipped": None,
@@ -160,8 +165,9 @@ def analyze(
         if not todo:
             return rows
         batches = generate_batches(
-            model, tokenizer, [p["prompt"] for p in todo], config, done=len(rows)
-        )
+            model, tokenizer, [p["prompt"] for p in todo], config, done=len(rows),
+            stage="analysis",
+        )  # fmt: skip
         start = 0
         for generations in batches:
             handled = todo[start : start + len(generations)]
@@ -208,7 +214,19 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "by_sentiment": _counts(answered, "sentiment"),
         "by_churn_risk": _counts(answered, "churn_risk"),
+        "fields": field_agreement(map(_read_against, answered)),
     }
+
+
+def _read_against(row: dict[str, Any]) -> tuple[str, str | None, int, bool | None]:
+    """An answer with what its fields are read against (.get: a row of a version that kept no
+    review is read against its stars)."""
+    return (
+        row["completion"],
+        row.get("review_text"),
+        row["review_score"],
+        row.get("gold_delivered_late"),
+    )
 
 
 def _counts(rows: list[dict[str, Any]], field: str) -> dict[str, int]:
@@ -246,6 +264,8 @@ def summary_markdown(
     for title, key in (("Sentiment", "by_sentiment"), ("Churn risk", "by_churn_risk")):
         lines += ["", f"| {title} | Reviews |", "|---|---:|"]
         lines += [f"| {value} | {count} |" for value, count in summary[key].items()]
+    if summary.get("fields"):
+        lines += ["", *render({"answers": summary["fields"]}, "Each field against the review")]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,114 @@
+"""How an extraction model's judgement fields read the reviews, field by field.
+
+The mean reward can rise while one field says the same thing to every review: a model of this
+project flagged a delivery problem on 62 of its 63 negative readings and a product or seller
+problem on none, while 22 of those reviews complained of the product. Per field, this counts what
+the reward's own reading of each review (rewards/review_evidence.py) says against what the
+answer says: each issue flagged where the customer wrote it down, and where the review rules it
+out (a false alarm), and on all answers; the recommendation where the review settles it; the
+summary that says something of this review, and the one that only copies its first line (its title,
+where it has one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rewards.common import fold
+from rewards.extraction import parse_json_object
+from rewards.review_evidence import IMPLIED, ISSUES, STATED, read_review
+
+# (field, measure): what is counted, in report order.
+MEASURES = (
+    *(
+        (issue, measure)
+        for issue in ISSUES
+        for measure in ("flagged where stated", "flagged where ruled out", "flagged of all")
+    ),
+    ("would_recommend", "as the review settles it"),
+    ("summary", "of this review"),
+    ("summary", "copies the review's first line"),
+)
+
+
+def _first_line(review_text: str) -> str:
+    return " ".join(fold(review_text.split("\n", 1)[0]).split()).strip(" .!")
+
+
+def field_agreement(
+    answers: Iterable[tuple[str, str | None, int | None, bool | None]],
+) -> dict[str, list[int]]:
+    """For (completion, review text, stars, delivered late) of each extraction answer:
+    "field: measure" -> [count, of how many]. Unparsed answers count in none."""
+    counts = {f"{field}: {measure}": [0, 0] for field, measure in MEASURES}
+
+    def count(field: str, measure: str, hit: bool) -> None:
+        counts[f"{field}: {measure}"][0] += hit
+        counts[f"{field}: {measure}"][1] += 1
+
+    for completion, text, stars, late in answers:
+        data, _ = parse_json_object(completion)
+        if data is None:
+            continue
+        reading = read_review(text, stars, late)
+        for issue in ISSUES:
+            expected, flagged = reading.fields[issue], data.get(issue) is True
+            if expected.weight == STATED and True in expected.right:
+                count(issue, "flagged where stated", flagged)
+            elif expected.weight >= IMPLIED and False in expected.right:
+                count(issue, "flagged where ruled out", flagged)
+            count(issue, "flagged of all", flagged)
+        recommend = reading.fields.get("would_recommend")
+        if recommend is not None:
+            count("would_recommend", "as the review settles it", recommend.credit(
+                data.get("would_recommend")) == 1.0)  # fmt: skip
+        summary = data.get("summary")
+        if reading.summary_credit(summary) is not None:
+            count("summary", "of this review", reading.summary_credit(summary) == 1.0)
+        if text and isinstance(summary, str):
+            count(
+                "summary",
+                "copies the review's first line",
+                _first_line(text) == _first_line(summary),
+            )
+    return counts
+
+
+def by_model(
+    rows_by_model: dict[str, list[dict[str, Any]]], prompts: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, list[int]]]:
+    """`field_agreement` of each model's extraction answers on the eval split."""
+    return {
+        model: field_agreement(
+            (
+                row["completion"],
+                prompts[row["prompt_id"]].get("review_text"),
+                prompts[row["prompt_id"]].get("review_score"),
+                prompts[row["prompt_id"]].get("gold_delivered_late"),
+            )
+            for row in rows
+            if row["task"] == "extraction"
+        )
+        for model, rows in rows_by_model.items()
+    }
+
+
+def _cell(count: int, of: int) -> str:
+    return f"{count} of {of} ({100 * count / of:.0f}%)" if of else "none"
+
+
+def render(agreement: dict[str, dict[str, list[int]]], title: str) -> list[str]:
+    """One row per field and measure, one column per model."""
+    models = list(agreement)
+    lines = [
+        f"## {title}",
+        "",
+        "| Field | " + " | ".join(models) + " |",
+        "|---|" + "---:|" * len(models),
+    ]
+    for key in next(iter(agreement.values()), {}):
+        lines.append(
+            f"| {key} | " + " | ".join(_cell(*agreement[model][key]) for model in models) + " |"
+        )
+    return [*lines, ""]
