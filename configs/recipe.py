@@ -20,7 +20,7 @@ from rewards import TASKS
 Task = Literal[TASKS]  # type: ignore[valid-type]
 
 CONFIG_DIR = Path(__file__).resolve().parent
-DEFAULT_RECIPE = CONFIG_DIR / "cpu_tiny.yaml"
+DEFAULT_RECIPE = CONFIG_DIR / "cpu_smol.yaml"
 
 
 class RecipeError(ValueError):
@@ -37,6 +37,10 @@ CPU_BF16_HELP = (
     "SFT steps 1.45x as fast here, benchmarks/cpu_bf16.py). A CPU without them trains in "
     "float32 and says so. A GPU trains in bfloat16 where it has it, whatever this says; "
     "evaluation is float32 always."
+)
+GRADIENT_CHECKPOINTING_HELP = (
+    "Recompute each layer's activations in the backward pass instead of keeping them (TRL's "
+    "default): less memory for more compute. A 135M model on a CPU has the memory to keep them."
 )
 
 
@@ -77,6 +81,14 @@ class DataConfig(_Strict):
         # The seed's 65 stratified eval prompts had 15-20 per task.
         default_factory=lambda: {"extraction": 20, "sql_qa": 15, "insights": 15, "push": 15},
         description="Eval prompts per task; their sum is the eval split size.",
+    )
+    extraction_instructions: Literal["described", "named"] = Field(
+        "described",
+        description="The extraction system message: each of the 10 fields described (what a "
+        "model that never saw an answer needs; 314 of an extraction prompt's 480 SmolLM2 "
+        "tokens), or the fields named in their order (72 tokens), for a model SFT shows the "
+        "answers to: every SFT example, rollout and evaluation prompt is that much shorter. "
+        "`tucano analyze` asks the production model as the recipe says.",
     )
     eval_share: float = Field(
         0.1,
@@ -230,6 +242,7 @@ class TrainingConfig(_Strict):
     )
     rollout_engine: RolloutEngine = Field("fast", description=ROLLOUT_ENGINE_HELP)
     cpu_bf16: bool = Field(False, description=CPU_BF16_HELP)
+    gradient_checkpointing: bool = Field(True, description=GRADIENT_CHECKPOINTING_HELP)
     learning_rate: float = Field(5e-6, gt=0, description="GRPO's peak learning rate.")
     # Constant after warm-up: the seed's cosine schedule had decayed to ~0 by step 130 of 600.
     lr_scheduler_type: str = Field(
@@ -282,6 +295,14 @@ class TrainingConfig(_Strict):
     num_generations: int = Field(16, ge=2, description="Samples per prompt: the GRPO group.")
     prompts_per_step: int = Field(
         2, gt=0, description="Prompts per optimizer step, each a group of num_generations."
+    )
+    update_rows: int | None = Field(
+        None,
+        gt=0,
+        description="Completions per forward and backward pass of the update; a step's passes "
+        "accumulate into one optimizer step, so only the time changes. None: the whole step in "
+        "one pass (what a GPU wants). On a CPU one pass of 16 SmolLM2 completions of 580 tokens "
+        "took 30 s, four passes of 4 took 17 s (benchmarks/pipeline_stages.py).",
     )
     max_completion_length: int = Field(
         512, gt=0, description="Token budget of a rollout; a longer answer is cut and scored so."
@@ -380,6 +401,17 @@ class TrainingConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _update_rows_divide_a_step(self) -> TrainingConfig:
+        step = self.prompts_per_step * self.num_generations
+        if self.update_rows is not None and step % self.update_rows:
+            raise ValueError(
+                f"training.update_rows={self.update_rows} must divide a step's {step} completions "
+                f"(prompts_per_step {self.prompts_per_step} x num_generations "
+                f"{self.num_generations})"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _untrained_tasks_need_evals(self) -> TrainingConfig:
         if self.untrained_heldout_prompts and not self.heldout_prompts:
             raise ValueError(
@@ -422,6 +454,7 @@ class SftConfig(_Strict):
         "of 4 looped the insights' list of actions until cut on 43% of its answers.",
     )
     cpu_bf16: bool = Field(False, description=CPU_BF16_HELP)
+    gradient_checkpointing: bool = Field(True, description=GRADIENT_CHECKPOINTING_HELP)
 
     @model_validator(mode="after")
     def _mix_is_a_distribution(self) -> SftConfig:
@@ -435,6 +468,12 @@ class EvalConfig(_Strict):
     temperature: float = Field(0.1, gt=0, description="Sampling temperature (the seed's 0.1).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling (top-k is off).")
     do_sample: bool = Field(True, description="Sample; false = greedy decoding.")
+    before_sft: bool = Field(
+        True,
+        description="With SFT, evaluate the raw model SFT started from too, for the report's "
+        "raw base -> SFT table. GRPO's verdict does not need it, and a raw model's answers run "
+        "to the token limit: on SmolLM2 it was the slowest of a run's evaluations.",
+    )
     max_new_tokens: int = Field(
         512, gt=0, description="Token budget of an answer; a longer one is cut and scored so."
     )

@@ -7,6 +7,9 @@ instead of recomputing them.
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,6 +27,7 @@ from tasks.core.manifests import (
     PreparedData,
     ReportArtifact,
 )
+from tasks.core.progress import duration
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.audit import audit_gate_task
 from tasks.evaluation.champion import timestamp
@@ -57,9 +61,30 @@ def prepare_audited(recipe: Recipe, store: ArtifactStore, data: str) -> Prepared
     return prepared
 
 
+class StageClock:
+    """How long each of a run's stages took, in the order they ran."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        yield
+        self.seconds[name] = round(time.monotonic() - started, 1)
+
+    def summary(self) -> str:
+        total = sum(self.seconds.values()) or 1.0
+        return ", ".join(
+            f"{name} {duration(seconds)} ({seconds / total:.0%})"
+            for name, seconds in self.seconds.items()
+        )
+
+
 class StartingModel(NamedTuple):
-    """The model GRPO starts from, and, when the recipe fine-tunes first, the raw base model
-    that SFT started from (evaluated too, so the report shows what SFT did)."""
+    """The model GRPO starts from, and, when the recipe fine-tunes first and
+    `evaluation.before_sft` asks, the raw base model that SFT started from (evaluated too, so the
+    report shows what SFT did)."""
 
     model: BaseModelArtifact
     before_sft: BaseModelArtifact | None
@@ -71,7 +96,7 @@ def starting_model(recipe: Recipe, store: ArtifactStore, prepared: PreparedData)
         return StartingModel(base, None)
     # SFT on the train split's reference answers, merged into the weights GRPO starts from.
     model = train_sft_task(recipe.sft, recipe.lora, prepared, base, store, recipe.answer_limit())
-    return StartingModel(model, base)
+    return StartingModel(model, base if recipe.evaluation.before_sft else None)
 
 
 class Evaluations(NamedTuple):
@@ -105,8 +130,8 @@ def _report(
     prepared: PreparedData,
     start: StartingModel,
     adapters: list[Adapter],
+    evaluations: Evaluations,
 ) -> ReportArtifact:
-    evaluations = _evaluate(recipe, store, prepared, start, adapters)
     report = report_task(
         recipe,
         prepared,
@@ -192,7 +217,8 @@ def compare_flow(
     # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
     recipe, store, prepared, start, adapters = _trained(config, artifacts, data)
     # 4-6. Evaluation (cached when done), Wilcoxon comparison per task and overall, report.
-    return _report(recipe, store, prepared, start, adapters)
+    evaluations = _evaluate(recipe, store, prepared, start, adapters)
+    return _report(recipe, store, prepared, start, adapters, evaluations)
 
 
 @flow(name="tucano-compare-evaluations")
@@ -262,6 +288,8 @@ class PipelineRecord(BaseModel):
     base: BaseModelArtifact
     adapters: list[Adapter]
     report: str
+    # Seconds each stage of this run took, in the order they ran (a cached stage about none).
+    stage_seconds: list[tuple[str, float]] = []
 
 
 def read_latest_run(store: ArtifactStore) -> PipelineRecord | None:
@@ -274,15 +302,25 @@ def run_pipeline(
     paths: dict[str, str], *, training_deployment: str | None = None, resume_wait_s: float = 900
 ) -> PipelineResult:
     recipe, store = _open(paths["config"], paths["artifacts"])
+    clock = StageClock()
     # 1-2. Data prep, and the reward audit gate that stops the run before any training.
-    prepared = prepare_audited(recipe, store, paths["data"])
+    with clock.stage("data prep"):
+        prepared = prepare(recipe, store, paths["data"])
+    with clock.stage("reward audit"):
+        audit_gate_task(recipe.audit)
     # 3. SFT when the recipe has it, then GRPO: one flow run per seed.
-    start = starting_model(recipe, store, prepared)
-    adapters = train_seeds(
-        recipe, paths, training_deployment=training_deployment, resume_wait_s=resume_wait_s
-    )
+    with clock.stage("base model and SFT"):
+        start = starting_model(recipe, store, prepared)
+    with clock.stage("GRPO"):
+        adapters = train_seeds(
+            recipe, paths, training_deployment=training_deployment, resume_wait_s=resume_wait_s
+        )
     # 4-6. Evaluation of base and tuned models, Wilcoxon comparison, report.
-    report = _report(recipe, store, prepared, start, adapters)
+    with clock.stage("evaluation"):
+        evaluations = _evaluate(recipe, store, prepared, start, adapters)
+    with clock.stage("report"):
+        report = _report(recipe, store, prepared, start, adapters, evaluations)
+    get_run_logger().info("stage times: %s", clock.summary())
     # 7. The record production and retraining go on from, written only once all of it exists.
     data = paths["data"] if "://" in paths["data"] else str(Path(paths["data"]).resolve())
     record = PipelineRecord(
@@ -293,6 +331,7 @@ def run_pipeline(
         base=start.model,
         adapters=adapters,
         report=report.report_json,
+        stage_seconds=list(clock.seconds.items()),
     )
     store.write_json(LATEST_RUN, record.model_dump(mode="json"))
     return PipelineResult(recipe, store, prepared, start.model, adapters, report)

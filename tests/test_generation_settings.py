@@ -40,19 +40,29 @@ def poisoned_copy(
 
 
 def record_sampling(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
-    """(temperature, top_p, top_k) of every sampling loop transformers runs from now on."""
+    """(temperature, top_p, top_k) of every sampling loop from now on: transformers' own, and
+    the side-by-side decoder's (a CPU's rollouts and evaluation)."""
+    from tasks.training import decoding
+
     seen: list[tuple] = []
-    original = GenerationMixin._sample
+    original, side_by_side = GenerationMixin._sample, decoding.decode_side_by_side
+
+    def record(config) -> None:
+        seen.append((config.temperature, config.top_p, config.top_k))
 
     def spy(self, input_ids, logits_processor, stopping_criteria, generation_config, *a, **k):
-        seen.append(
-            (generation_config.temperature, generation_config.top_p, generation_config.top_k)
-        )
+        record(generation_config)
         return original(
             self, input_ids, logits_processor, stopping_criteria, generation_config, *a, **k
         )
 
+    def decoded(model, batches, generation_config, rows):
+        if generation_config.do_sample:
+            record(generation_config)
+        return side_by_side(model, batches, generation_config, rows)
+
     monkeypatch.setattr(GenerationMixin, "_sample", spy)
+    monkeypatch.setattr(decoding, "decode_side_by_side", decoded)
     return seen
 
 

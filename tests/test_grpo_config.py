@@ -41,3 +41,16 @@ def test_the_entropy_bonus_reaches_trl(tmp_path) -> None:
     assert (args.entropy_coef, args.use_adaptive_entropy, args.entropy_target) == (5e-3, True, 0.5)
     default = grpo_config(load_recipe(CONFIG_DIR / "l4_v42.yaml").training, 0, tmp_path)
     assert (default.entropy_coef, default.use_adaptive_entropy) == (0.0, False)
+
+
+def test_gradient_checkpointing_reaches_both_trainers(tmp_path) -> None:
+    """TRL recomputes activations by default; a recipe on a CPU with memory to spare keeps them."""
+    from tasks.training.sft import sft_args
+
+    recipe = load_recipe(CONFIG_DIR / "cpu_tiny.yaml")
+    assert grpo_config(recipe.training, seed=0, output_dir=tmp_path).gradient_checkpointing
+    assert sft_args(recipe.sft, tmp_path).gradient_checkpointing
+    kept = {"gradient_checkpointing": False}
+    training, sft = recipe.training.model_copy(update=kept), recipe.sft.model_copy(update=kept)
+    assert not grpo_config(training, seed=0, output_dir=tmp_path).gradient_checkpointing
+    assert not sft_args(sft, tmp_path).gradient_checkpointing

@@ -181,9 +181,18 @@ def test_pipeline_writes_a_complete_report(first_run) -> None:
     assert set(report["sft"]["comparison"]) == {*TASKS, "overall"}
     assert set(report["sft"]["generation"]) == {"raw base", "SFT"}
     assert "## Raw base -> SFT (the model GRPO starts from)" in markdown
+    # Each extraction field against the review's reading, per model.
+    assert set(report["fields"]) == {"raw base", "base", "seed 1", "seed 2"}
+    assert "## Extraction: each field against the review's reading" in markdown
     for path in report["plots"]:
         assert store.read_bytes(path).startswith(b"\x89PNG")  # a real PNG
         assert f"]({path.rsplit('/', 1)[1]})" in markdown
+    # How long each stage took, in the order the run went through them.
+    stages = dict(store.read_json("pipeline/latest.json")["stage_seconds"])
+    assert list(stages) == [
+        "data prep", "reward audit", "base model and SFT", "GRPO", "evaluation", "report",
+    ]  # fmt: skip
+    assert all(seconds >= 0 for seconds in stages.values()) and stages["GRPO"] > 1
 
 
 def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
@@ -352,13 +361,20 @@ def test_editing_code_a_task_runs_recomputes_that_task_alone(
 
 
 def test_changing_an_eval_setting_recomputes_only_evaluation(first_run) -> None:
+    """Also without the raw model's evaluation (`evaluation.before_sft: false`): the SFT model
+    and the two seeds are evaluated, and the report has no raw base -> SFT section."""
     root, _, store, _ = first_run
-    config = _write_recipe(root / "hotter.yaml", evaluation={"temperature": 0.7})
+    config = _write_recipe(
+        root / "hotter.yaml", evaluation={"temperature": 0.7, "before_sft": False}
+    )
     state = in_store(pipeline_flow, store)(config, store.root, str(SHIPPED_DATA), return_state=True)
     states = _task_states(state)
     for prefix in CACHED_STAGES[:-2]:
         assert set(_states_of(states, prefix)) == {"Cached"}, prefix
-    assert set(_states_of(states, "evaluate-model")) == {"Completed"}
+    assert _states_of(states, "evaluate-model") == ["Completed"] * 3
+    report = store.read_json(state.result().report_json)
+    assert report["sft"] is None
+    assert "Raw base -> SFT" not in store.read_text(state.result().report_md)
 
 
 def test_data_cache_follows_content_not_location(first_run, olist_copy: Path) -> None:

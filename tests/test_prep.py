@@ -165,3 +165,36 @@ def test_an_empty_cell_is_null_in_the_database_and_never_a_question(prepared) ->
     for row in _rows(prepared, "train") + _rows(prepared, "eval"):
         if row["task"] == "sql_qa":
             assert "  " not in row["question"] and "= ''" not in row["gold_sql"], row["question"]
+
+
+def test_named_extraction_instructions_shorten_only_the_system_message(
+    prepared, tmp_path: Path
+) -> None:
+    """`data.extraction_instructions: named` names the fields in their order instead of
+    describing each: the same prompts otherwise, and `tucano analyze` asks as the recipe says."""
+    from rewards.extraction import FIELDS
+    from tasks.prep.extraction import SYSTEM
+    from tasks.production.analyze import review_prompts
+
+    store, described = prepared
+    named = prepare_data(
+        fingerprint_source(str(SHIPPED_DATA)),
+        DataConfig(extraction_instructions="named"),
+        ArtifactStore(tmp_path),
+    )
+    assert named.fingerprint != described.fingerprint
+    before = store.read_jsonl(described.train)
+    after = ArtifactStore(tmp_path).read_jsonl(named.train)
+    for old, new in zip(before, after, strict=True):
+        system = new["prompt"][0]["content"]
+        if new["task"] == "extraction":
+            assert system == SYSTEM["named"] and len(system) < len(SYSTEM["described"]) / 3
+            assert [system.index(f'"{name}"') for name in FIELDS] == sorted(
+                system.index(f'"{name}"') for name in FIELDS
+            )
+        else:
+            assert system == old["prompt"][0]["content"]
+        assert {**new, "prompt": None} == {**old, "prompt": None}
+        assert new["prompt"][1:] == old["prompt"][1:]
+    production = review_prompts(str(SHIPPED_DATA), "named")
+    assert {row["prompt"][0]["content"] for row in production} == {SYSTEM["named"]}

@@ -136,6 +136,10 @@ def test_the_packaged_example_is_valid() -> None:
             "name: x\ntraining: {heldout_prompts: 0, untrained_heldout_prompts: 8}\n",
             "training.untrained_heldout_prompts=8",
         ),
+        (
+            "name: x\ntraining: {num_generations: 4, prompts_per_step: 4, update_rows: 3}\n",
+            "training.update_rows=3 must divide a step's 16 completions",
+        ),
         ("- just\n- a list\n", "must be a mapping"),
     ],
 )

@@ -160,6 +160,38 @@ def test_sampled_fast_decoding_is_the_model_s_own_token_for_token(inputs) -> Non
     assert tokens.tolist() == own.tolist()
 
 
+def test_a_cpu_rollout_decoded_side_by_side_is_generate_s_sample_and_random_stream(
+    inputs,
+) -> None:
+    """GRPO's rollouts on a CPU go through evaluation's decoder: the same tokens `generate`
+    samples from the global random state, up to each end of turn, and the state left where
+    `generate` leaves it, so training's random stream goes on as before."""
+    import torch
+    from transformers import GenerationConfig
+
+    from tasks.training.rollout import completions_until_eos
+
+    store, _, base = inputs
+    policy, tokenizer = _adapted(store, base, seed=3)
+    encoded = _encoded(tokenizer)
+    config = GenerationConfig(
+        max_new_tokens=32, do_sample=True, temperature=0.8, top_p=1.0, top_k=0,
+        eos_token_id=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    rollout = RolloutModel(policy, FAST)
+    assert rollout.decodes_side_by_side(config)
+    assert not rollout.decodes_side_by_side(config.__class__(**{**config.to_dict(), "top_k": 5}))
+    torch.manual_seed(9)
+    with torch.no_grad():
+        own = rollout.model.generate(**encoded, generation_config=config)
+    after_generate = torch.rand(3)
+    torch.manual_seed(9)
+    sampled = rollout.sample_side_by_side(encoded["input_ids"], encoded["attention_mask"], config)
+    width = encoded["input_ids"].shape[1]
+    assert sampled == completions_until_eos(own[:, width:], [tokenizer.eos_token_id])
+    assert torch.equal(torch.rand(3), after_generate)
+
+
 def test_after_an_optimizer_step_sync_folds_in_the_new_adapter(inputs) -> None:
     import torch
 

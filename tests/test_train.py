@@ -304,3 +304,29 @@ def test_each_heldout_eval_logs_how_its_sentiments_read_the_stars(small_run) -> 
         assert entry["eval_stars_negativo/reviews"] > 0 == entry["eval_stars_positivo/reviews"]
     best = store.read_json(f"runs/{adapter.run_key}/best.json")
     assert best["star_agreement"] == 0.0
+
+
+def test_a_step_updated_in_passes_is_the_step_updated_at_once(tmp_path: Path) -> None:
+    """`update_rows` splits a step's completions into forward and backward passes whose
+    gradients accumulate into one optimizer step: the same completions, the same adapter (up to
+    float rounding), only the time differs."""
+    from safetensors.torch import load_file
+
+    weights, losses = [], []
+    for rows in (None, 2):
+        store = ArtifactStore(tmp_path / f"rows-{rows}")
+        data, base = small_training_inputs(store)
+        training = TrainingConfig(
+            learning_rate=1e-3, num_generations=4, prompts_per_step=2, max_completion_length=16,
+            max_steps=2, save_steps=2, update_rows=rows, heldout_prompts=0,
+        )  # fmt: skip
+        adapter = train_seed(training, LoraConfig(), data, base, seed=7, store=store)
+        weights.append(
+            load_file(str(Path(store.path(adapter.folder)) / "adapter_model.safetensors"))
+        )
+        losses.append([e for e in store.read_json(adapter.log_history) if "loss" in e])
+    whole, passes = weights
+    assert whole.keys() == passes.keys()
+    assert max((whole[k] - passes[k]).abs().max().item() for k in whole) < 1e-6
+    assert max(w.abs().max().item() for w in whole.values()) > 1e-3  # the adapter did move
+    assert [e["step"] for e in losses[0]] == [e["step"] for e in losses[1]] == [1, 2]

@@ -77,6 +77,9 @@ def build_prompt_sets(
     def per_order(name: str, build: Any) -> list[dict[str, Any]]:
         return [build(order) for _, order in dealt[name].iterrows()]
 
+    def extraction(order: pd.Series) -> dict[str, Any]:
+        return extraction_prompt(order, instructions=config.extraction_instructions)
+
     sql_train, sql_eval = sql_prompts(
         database, train_counts["sql_qa"], eval_counts["sql_qa"], config.eval_share, rng
     )
@@ -84,13 +87,13 @@ def build_prompt_sets(
         orders, train_counts["insights"], eval_counts["insights"], config.eval_share, rng
     )
     train = (
-        per_order("train_extraction", extraction_prompt)
+        per_order("train_extraction", extraction)
         + sql_train
         + insights_train
         + per_order("train_push", lambda order: push_prompt(order, rng))
     )
     eval_ = (
-        per_order("eval_extraction", extraction_prompt)
+        per_order("eval_extraction", extraction)
         + sql_eval
         + insights_eval
         + per_order("eval_push", lambda order: push_prompt(order, rng))

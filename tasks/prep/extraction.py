@@ -6,15 +6,25 @@ from typing import Any
 
 import pandas as pd
 
-from rewards.extraction import schema_instructions
+from rewards.extraction import FIELDS, schema_instructions
 from tasks.prep.references import extraction_reference
 from tasks.prep.rows import brl, prompt_row
 
-SYSTEM = (
-    "Você é um analista de e-commerce brasileiro. Leia a avaliação do cliente e os dados do "
-    "pedido e responda apenas com um objeto JSON com exatamente estes 10 campos:\n"
-    f"{schema_instructions()}"
-)
+# The system message, by the recipe's data.extraction_instructions: each field described (what a
+# model that never saw an answer needs: 314 tokens of SmolLM2's 480 in a prompt), or the fields
+# named in their order (72 tokens), for a model SFT has shown the answers to.
+SYSTEM = {
+    "described": (
+        "Você é um analista de e-commerce brasileiro. Leia a avaliação do cliente e os dados do "
+        "pedido e responda apenas com um objeto JSON com exatamente estes 10 campos:\n"
+        f"{schema_instructions()}"
+    ),
+    "named": (
+        "Leia a avaliação e responda só com um objeto JSON com os campos "
+        + ", ".join(f'"{name}"' for name in list(FIELDS)[:-1])
+        + f' e "{list(FIELDS)[-1]}".'
+    ),
+}
 
 
 # Shorter comments ("ok", "Xxxdf") carry nothing to extract.
@@ -37,9 +47,12 @@ ORDER_LABELS = ("Categoria", "Data da compra", "Entrega estimada", "Entregue em"
 NOT_AVAILABLE = "não disponível"
 
 
-def extraction_prompt(order: pd.Series, order_known: bool = True) -> dict[str, Any]:
+def extraction_prompt(
+    order: pd.Series, order_known: bool = True, instructions: str = "described"
+) -> dict[str, Any]:
     """The prompt for a reviewed order; with `order_known` False, for the review alone (its
-    order's details unavailable, so no delivery or category gold either)."""
+    order's details unavailable, so no delivery or category gold either). `instructions`: which
+    SYSTEM message."""
     title = (order["review_comment_title"] or "").strip()
     message = order["review_comment_message"].strip()
     if order_known:
@@ -66,7 +79,7 @@ def extraction_prompt(order: pd.Series, order_known: bool = True) -> dict[str, A
     return prompt_row(
         prompt_id=f"extraction-{order['review_id']}",
         task="extraction",
-        system=SYSTEM,
+        system=SYSTEM[instructions],
         user=user,
         reference=extraction_reference(order),
         order_id=order["order_id"],

@@ -278,8 +278,9 @@ def decode_side_by_side(
 ) -> Iterator[list[list[int]]]:
     """For each (left-padded input ids, attention mask, seed) batch, in order, its answers'
     tokens (each up to and including its end-of-sequence token), as `model.generate` samples
-    them after `torch.manual_seed(seed)`. Up to `rows` rows decode together; a batch larger than
-    that decodes alone."""
+    them after `torch.manual_seed(seed)`; a `torch.Generator` in place of the seed is drawn from
+    as `generate` would draw from it (and is left where `generate` would leave it). Up to `rows`
+    rows decode together; a batch larger than that decodes alone."""
     import torch
 
     config = generation_config
@@ -317,7 +318,9 @@ def decode_side_by_side(
         while waiting is not None or flight:
             while waiting is not None and (not flight or len(flight) + len(waiting[0]) <= rows):
                 input_ids, mask, seed = waiting
-                generator = torch.Generator().manual_seed(seed)
+                generator = seed
+                if not isinstance(seed, torch.Generator):
+                    generator = torch.Generator().manual_seed(seed)
                 states[admitted] = _Batch(generator, [[] for _ in input_ids], len(input_ids))
                 cache = _prefill_cache(model, config.max_new_tokens)
                 logits, mask = _prefill(model, input_ids, mask, cache, prefixes)

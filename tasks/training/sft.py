@@ -136,6 +136,7 @@ def sft_args(config: SftConfig, output_dir: Path) -> Any:
         logging_steps=max(1, config.max_steps // 20),
         report_to=[],
         bf16=bf16_training(config.cpu_bf16),
+        gradient_checkpointing=config.gradient_checkpointing,
         use_cpu=not on_gpu,
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -212,6 +213,7 @@ def _train_sft_unlocked(
             callbacks=[
                 callbacks.UploadCheckpoints(checkpoints),
                 callbacks.LogSteps(),
+                callbacks.ReportProgress("SFT"),
                 callbacks.StopOnSignal(),
             ],
         )

@@ -90,15 +90,18 @@ def grpo_config(
     from trl import GRPOConfig
 
     on_gpu = torch.cuda.is_available()
+    step = training.prompts_per_step * training.num_generations
+    rows = training.update_rows or step
     return GRPOConfig(
         output_dir=str(output_dir),
         seed=seed,
         data_seed=seed,
         **training.model_dump(include=set(GRPO_PASSTHROUGH)),
         warmup_steps=training.warmup_ratio,
-        # Every completion of a step is one batch: prompts_per_step groups of num_generations.
-        per_device_train_batch_size=training.prompts_per_step * training.num_generations,
-        gradient_accumulation_steps=1,
+        # A step's completions (prompts_per_step groups of num_generations) are generated at
+        # once and updated in passes of update_rows, accumulated into one optimizer step.
+        per_device_train_batch_size=rows,
+        gradient_accumulation_steps=step // rows,
         # A stratified run hands TRL its prompts already in order.
         shuffle_dataset=training.prompt_order == "shuffled",
         # Sampling is the recipe's alone: no top-k from the model's generation_config.json.
@@ -114,6 +117,7 @@ def grpo_config(
         save_total_limit=1,
         report_to=[],
         bf16=bf16_training(training.cpu_bf16),
+        gradient_checkpointing=training.gradient_checkpointing,
         use_cpu=not on_gpu,
         disable_tqdm=True,
         dataloader_num_workers=0,
@@ -294,6 +298,7 @@ def build_trainer(
             *stateful,
             callbacks.UploadCheckpoints(checkpoints),
             callbacks.LogSteps(),
+            callbacks.ReportProgress(f"GRPO seed {seed}"),
             callbacks.StopOnSignal(),
         ],
         **extra,
