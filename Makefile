@@ -16,7 +16,7 @@ ARGS ?=
 # Debian's Chromium, for the test that opens the Prefect UI's run form (headless).
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: pipeline test docs serve-docs lint format clean
+.PHONY: pipeline smoke test docs serve-docs lint format clean
 
 # pip byte-compiles what it installs on one core (about 50 s of a fresh install here);
 # compileall does it on every core. Like pip it leaves a file written for a newer Python as
@@ -39,6 +39,10 @@ $(CHROMIUM):
 
 pipeline: $(STAMP)
 	$(VENV)/bin/tucano pipeline $(ARGS)
+
+# The machinery on the tiny random-weight model, in minutes: every stage runs, nothing is learned.
+smoke: $(STAMP)
+	$(VENV)/bin/tucano pipeline --config configs/cpu_tiny.yaml --artifacts artifacts/smoke $(ARGS)
 
 test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from configs.recipe import DEFAULT_RECIPE, load_recipe
+from configs.recipe import CONFIG_DIR, load_recipe
 from rewards import TASKS, score
 from tasks.evaluation.audit import load_audit_set
 from tasks.evaluation.score_logs import shipped_database
@@ -47,7 +47,7 @@ def reward_share(steps: int) -> tuple[list[float], list[float]]:
     from tasks.prep.olist import fingerprint_source
     from tasks.training.model import prepare_base_model
 
-    recipe = load_recipe(DEFAULT_RECIPE)
+    recipe = load_recipe(CONFIG_DIR / "cpu_tiny.yaml")
     training = recipe.training.model_copy(update={"max_steps": steps, "save_steps": steps})
     spent: list[float] = []
     original = tasks.training.train.reward_functions

@@ -23,7 +23,7 @@ class RunInputs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     recipe: str = Field(
-        "configs/cpu_tiny.yaml",
+        "configs/cpu_smol.yaml",
         min_length=1,
         description="Recipe YAML: a file under configs/ (e.g. configs/l4_v42.yaml on the GPU "
         "pool) or an absolute path on the worker.",

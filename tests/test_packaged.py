@@ -295,3 +295,18 @@ def test_the_smol_recipes_let_every_reference_answer_end(smol: Smol, tmp_path: P
         trained = [row for row in rows if row["task"] in recipe.training.tasks]
         assert recipe.training.heldout_prompts <= len(trained) // 4
         train.grpo_config(recipe.training, recipe.seeds[0], tmp_path / recipe.name)
+
+
+def test_the_default_recipe_lets_every_reference_answer_end(smol: Smol, tmp_path: Path) -> None:
+    """The default recipe's prompts, references and limits in the real model's tokenizer: no
+    answer SFT teaches is longer than rollouts and evaluation may generate (its end of turn
+    included), and no example is cut at sft.max_length."""
+    from configs.recipe import DEFAULT_RECIPE, load_recipe
+
+    from .test_sft import assert_every_reference_ends
+
+    recipe = load_recipe(DEFAULT_RECIPE)
+    store = ArtifactStore(tmp_path)
+    data = prepare_data(fingerprint_source(str(SHIPPED_DATA)), recipe.data, store)
+    tokenizer = load_tokenizer(smol.base, smol.store)
+    assert_every_reference_ends(recipe, store.read_jsonl(data.train), tokenizer)

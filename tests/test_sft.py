@@ -5,11 +5,14 @@ cut short resumes from its checkpoint in the store to the same weights."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from configs.recipe import LoraConfig, SftConfig
 from tasks.core.store import ArtifactStore
+from tasks.prep.build import prepare_data
+from tasks.prep.olist import fingerprint_source
 from tasks.training import callbacks
 from tasks.training.sft import SftError, sft_examples, sft_key, train_sft
 
@@ -162,23 +165,25 @@ def test_examples_longer_than_sft_max_length_are_refused_before_training(tmp_pat
     assert not list(tmp_path.glob("sft/*/checkpoints/*"))
 
 
-def test_the_default_recipe_lets_every_reference_answer_end(tmp_path: Path) -> None:
-    """The embedded default's tokenizer, references and generation limits agree: no answer SFT
+def test_the_smoke_recipe_lets_every_reference_answer_end(tmp_path: Path) -> None:
+    """The tiny model's tokenizer, references and generation limits agree: no answer SFT
     teaches is longer than rollouts and evaluation may generate (its end of turn included), and
-    no example is cut at sft.max_length."""
-    from configs.recipe import DEFAULT_RECIPE, load_recipe
-    from tasks.prep.build import prepare_data
-    from tasks.prep.olist import fingerprint_source
+    no example is cut at sft.max_length (the default recipe's: tests/test_packaged.py)."""
+    from configs.recipe import CONFIG_DIR, load_recipe
     from tasks.training.model import load_tokenizer, prepare_base_model
-    from tasks.training.sft import answers_too_long, examples_too_long
 
     from .conftest import SHIPPED_DATA
 
-    recipe = load_recipe(DEFAULT_RECIPE)
+    recipe = load_recipe(CONFIG_DIR / "cpu_tiny.yaml")
     store = ArtifactStore(tmp_path)
     data = prepare_data(fingerprint_source(str(SHIPPED_DATA)), recipe.data, store)
     tokenizer = load_tokenizer(prepare_base_model(recipe.model, data, store), store)
-    rows = store.read_jsonl(data.train)
+    assert_every_reference_ends(recipe, store.read_jsonl(data.train), tokenizer)
+
+
+def assert_every_reference_ends(recipe: Any, rows: list[dict], tokenizer: Any) -> None:
+    from tasks.training.sft import answers_too_long, examples_too_long
+
     assert answers_too_long(rows, tokenizer, recipe.answer_limit()) == {}
     assert examples_too_long(sft_examples(rows), tokenizer, recipe.sft.max_length)[0] == 0
 

@@ -1,0 +1,186 @@
+"""A run's results, recorded from its store, and the README's numbers written from the record.
+
+No number of the README's report block is typed by hand: `record` reads a finished run's store
+(its latest pipeline record, report and eval answers) into `docs/results/<recipe>.json`, with the
+machine, the commit and the wall time said on the command line; `readme` rewrites the block
+between the README's markers from the default recipe's record (tests/test_docs.py fails when the
+two differ).
+
+    .venv/bin/python docs/results.py record --store artifacts --wall 1800 \\
+        --machine "the 2-core CPU machine, otherwise idle" --how "make pipeline, fresh clone"
+    .venv/bin/python docs/results.py readme
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tasks.core.progress import duration  # noqa: E402
+
+RESULTS = ROOT / "docs" / "results"
+README = ROOT / "README.md"
+BEGIN = "<!-- The default run's numbers: written by `docs/results.py readme`, never by hand. -->"
+END = "<!-- End of the default run's numbers. -->"
+# The judgement fields whose flags the block shows, the ones GRPO was seen to leave at one value.
+SHOWN_FIELDS = (
+    "delivery_issue: flagged where stated",
+    "delivery_issue: flagged where ruled out",
+    "product_issue: flagged where stated",
+    "seller_issue: flagged where stated",
+    "would_recommend: as the review settles it",
+)
+
+
+def _example(store: Any, report: dict[str, Any], eval_rows: str) -> dict[str, Any] | None:
+    """The eval review whose extraction answer the best seed changed most for the better: the
+    review, the SFT model's answer and the tuned one."""
+    per_seed = report["comparison"]["per_seed"]
+    if not per_seed:
+        return None
+    best = max(per_seed, key=lambda seed: (per_seed[seed]["extraction"]["delta"], seed))
+    scores = [json.loads(line) for line in store.read_text(eval_rows).splitlines()]
+    base = {row["prompt_id"]: row for row in scores if row["model"] == "base"}
+    tuned = [row for row in scores if row.get("seed") == int(best) and row["task"] == "extraction"]
+    changed = [row for row in tuned if row["total"] > base[row["prompt_id"]]["total"]]
+    if not changed:
+        return None
+    row = max(changed, key=lambda r: (r["total"] - base[r["prompt_id"]]["total"], r["prompt_id"]))
+    return {
+        "prompt_id": row["prompt_id"],
+        "seed": int(best),
+        "sft": {
+            "answer": base[row["prompt_id"]]["completion"],
+            "reward": base[row["prompt_id"]]["total"],
+        },
+        "tuned": {"answer": row["completion"], "reward": row["total"]},
+    }
+
+
+def record(store_uri: str, wall: float, machine: str, how: str, commit: str) -> Path:
+    from tasks.core.store import ArtifactStore
+
+    store = ArtifactStore(store_uri)
+    latest = store.read_json("pipeline/latest.json")
+    report = store.read_json(latest["report"])
+    folder = latest["report"].rsplit("/", 1)[0]
+    prompts = {row["prompt_id"]: row for row in store.read_jsonl(latest["prepared"]["eval"])}
+    example = _example(store, report, f"{folder}/scores.jsonl")
+    if example is not None:
+        example["review"] = prompts[example["prompt_id"]]["prompt"][-1]["content"]
+    result = {
+        "recipe": report["recipe"],
+        "date": date.today().isoformat(),
+        "commit": commit,
+        "machine": machine,
+        "how": how,
+        "wall_seconds": wall,
+        "stage_seconds": dict(latest["stage_seconds"]),
+        "seeds": report["seeds"],
+        "verdict": report["comparison"]["across_seeds"],
+        "pooled": {
+            task: {key: r[key] for key in ("base_mean", "tuned_mean", "delta")}
+            for task, r in report["comparison"]["pooled"].items()
+        },
+        "fields": report.get("fields", {}),
+        "sentiment": report.get("sentiment", {}),
+        "truncated": {
+            model: {task: s["truncated_share"] for task, s in tasks.items()}
+            for model, tasks in report["generation"].items()
+        },
+        "example": example,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{report['recipe']}.json"
+    path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def _stages(result: dict[str, Any]) -> str:
+    stages = result["stage_seconds"]
+    return ", ".join(f"{name} {duration(seconds)}" for name, seconds in stages.items())
+
+
+def readme_block(result: dict[str, Any]) -> str:
+    verdict = result["verdict"]
+    lines = [
+        BEGIN,
+        f"Measured {result['date']} ({result['how']}; {result['machine']}; commit "
+        f"{result['commit']}): **{duration(result['wall_seconds'])}** from an empty store "
+        f"({_stages(result)}). Its `report.md`, verdict across seeds {result['seeds']}, GRPO "
+        "against the SFT model it started from:",
+        "",
+        "| Task | Δ mean ± std over seeds | seeds significantly better | seeds significantly "
+        "worse | verdict |",
+        "|---|---|---:|---:|---|",
+        *(
+            f"| {task} | {v['delta_mean']:+.3f} ± {v['delta_std']:.3f} | "
+            f"{v['seeds_significantly_better']} of {v['seeds']} (need {v['majority_needed']}) | "
+            f"{v['seeds_significantly_worse']} of {v['seeds']} | {v['verdict']} |"
+            for task, v in verdict.items()
+        ),
+        "",
+        "Each extraction field against the review's reading, on the eval split's reviews:",
+        "",
+        "| Field | " + " | ".join(result["fields"]) + " |",
+        "|---|" + "---:|" * len(result["fields"]),
+        *(
+            f"| {key} | "
+            + " | ".join(f"{c} of {n}" for c, n in (fs[key] for fs in result["fields"].values()))
+            + " |"
+            for key in SHOWN_FIELDS
+        ),
+    ]
+    example = result.get("example")
+    if example:
+        lines += [
+            "",
+            f"A review of the eval split, what the SFT model answered (reward "
+            f"{example['sft']['reward']:.2f}) and what seed {example['seed']} answers after GRPO "
+            f"({example['tuned']['reward']:.2f}):",
+            "",
+            "```text",
+            example["review"],
+            "```",
+            "",
+            "```json",
+            example["sft"]["answer"],
+            example["tuned"]["answer"],
+            "```",
+        ]
+    return "\n".join([*lines, END])
+
+
+def write_readme(recipe: str = "cpu_smol") -> None:
+    result = json.loads((RESULTS / f"{recipe}.json").read_text(encoding="utf-8"))
+    text = README.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    README.write_text(text[:start] + readme_block(result) + text[end:], encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    recording = commands.add_parser("record", help="a finished run's store -> docs/results/")
+    recording.add_argument("--store", default="artifacts")
+    recording.add_argument("--wall", type=float, required=True, help="the command's seconds")
+    recording.add_argument("--machine", required=True)
+    recording.add_argument("--how", required=True, help="what ran it, e.g. 'make pipeline'")
+    recording.add_argument("--commit", required=True)
+    commands.add_parser("readme", help="the README's block from docs/results/cpu_smol.json")
+    args = parser.parse_args()
+    if args.command == "record":
+        print(record(args.store, args.wall, args.machine, args.how, args.commit))
+    else:
+        write_readme()
+
+
+if __name__ == "__main__":
+    main()
