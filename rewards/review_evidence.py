@@ -20,6 +20,11 @@ from rewards.common import WORD, clauses_of, cues_said, fold
 STATED, IMPLIED, SILENT = 3.0, 1.0, 0.5
 
 ISSUES = ("delivery_issue", "product_issue", "seller_issue")
+# A customer whose words praise the purchase and name no problem had none with the product or the
+# seller (a delivery is ruled out only by what is said of it, or by the order's dates). Were such
+# a flag silence, it would cost next to nothing (0.97 of 1.00), and GRPO on SmolLM2 flagged a
+# seller problem on 53 of 80 eval reviews to catch the 10 that state one (docs/real-model.md).
+RULED_OUT_BY_PRAISE = ("product_issue", "seller_issue")
 
 # An order that never came is told many ways ("Cadê meu pedido?", "Produto não entregue",
 # "Estou esperando o pedido"): a shorter list missed 44 of the 592 train reviews' delivery
@@ -195,7 +200,7 @@ class Reading:
     def invented(self, answer: dict[str, object]) -> list[str]:
         """Each problem the answer reports that the review rules out: the order's dates say it
         came on time, or the customer's words say all was well ("chegou antes do prazo", "sem
-        defeito"). Silence alone rules out nothing."""
+        defeito", praise that names no problem). Silence alone rules out nothing."""
         return [
             name
             for name in ISSUES
@@ -259,6 +264,10 @@ def contradicts_itself(sentiment: object, sentiment_score: object) -> bool:
     return opposite(sentiment, sentiment_score)
 
 
+def _praise_rules_out(issue: str, all_well: bool) -> bool:
+    return all_well and issue in RULED_OUT_BY_PRAISE
+
+
 def read_review(text: str | None, stars: int | None, delivered_late: bool | None) -> Reading:
     clauses = clauses_of(text)
     late_said, on_time_by_negation = cues_said(clauses, DELIVERY_PROBLEM)
@@ -278,12 +287,19 @@ def read_review(text: str | None, stars: int | None, delivered_late: bool | None
         delivery = _flag(False, IMPLIED)
     else:
         delivery = _flag(False, SILENT)
+    negative = late_said or broken or seller or wont
+    positive = fine_said or would or returns or praised
+    all_well = positive and not negative
     fields = {
         "delivery_issue": delivery,
         "product_issue": _flag(True, STATED)
         if broken
-        else _flag(False, IMPLIED if unbroken else SILENT),
-        "seller_issue": _flag(True, STATED) if seller else _flag(False, SILENT),
+        else _flag(
+            False, IMPLIED if unbroken or _praise_rules_out("product_issue", all_well) else SILENT
+        ),
+        "seller_issue": _flag(True, STATED)
+        if seller
+        else _flag(False, IMPLIED if _praise_rules_out("seller_issue", all_well) else SILENT),
     }
     if wont or would_negated:
         fields["would_recommend"] = _flag(False, STATED)
@@ -304,13 +320,5 @@ def read_review(text: str | None, stars: int | None, delivered_late: bool | None
             5: ({"baixo"}, {"medio"}),
         }[stars]
         fields["churn_risk"] = Expected(frozenset(right), IMPLIED, frozenset(partly))
-    negative = late_said or broken or seller or wont
-    positive = fine_said or would or returns or praised
-    leans = (
-        "negativo"
-        if negative and not positive
-        else "positivo"
-        if positive and not negative
-        else None
-    )
+    leans = "negativo" if negative and not positive else "positivo" if all_well else None
     return Reading(fields, leans, content_words(text or ""))

@@ -42,6 +42,8 @@ PRAISE = {
     "gold_delivered_late": False,
     "gold_category": "relogios_presentes",
 }
+# Praise that names no problem, and says nothing of the seller.
+HAPPY = {**PRAISE, "review_text": "Relógio lindo, adorei! Recomendo."}
 PRAISED = {
     **READING,
     "sentiment_score": 5,
@@ -171,6 +173,15 @@ RULES = [
         ((extraction, "INVENTED_KEEPS", 1.0),),
         lambda _: judged(reading(delivery_issue=True)) < 0.7 * judged(reading()),
         "invented_complaint_costs",
+    ),
+    Rule(
+        "praise rules out a complaint",
+        ((review_evidence, "RULED_OUT_BY_PRAISE", ()),),
+        lambda _: (
+            judged(json.dumps({**PRAISED, "seller_issue": True}), HAPPY)
+            < 0.7 * judged(json.dumps(PRAISED), HAPPY)
+        ),
+        "praise_rules_out_a_seller_flag",
     ),
     Rule(
         "recommendation ruled out",

@@ -4,6 +4,7 @@ cut short resumes from its checkpoint in the store to the same weights."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,33 @@ def test_sft_task_mix_deals_its_examples_over_the_tasks(tmp_path: Path, monkeypa
     config = SMALL_SFT.model_copy(update={"max_steps": 2, "batch_size": 3, "task_mix": only_push})
     train_sft(config, LoraConfig(), data, base, store)
     assert len(trained) == 6 and {r["task"] for r in trained} == {"push"}
+
+
+def test_balance_issues_deals_extraction_equally_over_the_problems_references_flag() -> None:
+    from collections import Counter
+
+    from tasks.training import sft
+
+    def review(number: int, **flags: bool) -> dict:
+        reference = {"delivery_issue": False, "product_issue": False, "seller_issue": False}
+        return {"task": "extraction", "prompt_id": f"r{number}", **{
+            "reference": json.dumps({**reference, **flags})}}  # fmt: skip
+
+    # As a split comes: mostly none and delivery, one product and two seller complaints; a
+    # review of the product and the delivery counts as a product one.
+    train = [review(i) for i in range(20)] + [review(20 + i, delivery_issue=True) for i in range(9)]
+    train += [review(40, product_issue=True, delivery_issue=True)]
+    train += [review(50 + i, seller_issue=True) for i in range(2)]
+    only_extraction = {"extraction": 1.0, "sql_qa": 0.0, "insights": 0.0, "push": 0.0}
+    dealt = sft.mixed_rows(train, only_extraction, 16, seed=0, balance_issues=True)
+    problems = Counter(sft.reference_problem(row) for row in dealt)
+    assert problems == {"none": 4, "delivery_issue": 4, "product_issue": 4, "seller_issue": 4}
+    assert Counter(row["prompt_id"] for row in dealt)["r40"] == 4
+    assert len({row["prompt_id"] for row in dealt if int(row["prompt_id"][1:]) < 20}) == 4
+    as_it_comes = Counter(
+        sft.reference_problem(row) for row in sft.mixed_rows(train, only_extraction, 16, seed=0)
+    )
+    assert as_it_comes["product_issue"] + as_it_comes["seller_issue"] < 8
 
 
 def test_an_sft_task_mix_must_name_every_task() -> None:

@@ -81,6 +81,14 @@ _CONSTANT = (
     .replace("true", "false")
     .replace('"alto"', '"baixo"')
 )
+# The reading of a five-star review that names no problem.
+_HAPPY_READING = (
+    _RIGHT_READING.replace('"negativo"', '"positivo"')
+    .replace('"sentiment_score": 1', '"sentiment_score": 5')
+    .replace("true", "false")
+    .replace('"would_recommend": false', '"would_recommend": true')
+    .replace('"alto"', '"baixo"')
+)
 # The reading with "neutro": the hedge that cannot be wrong by much.
 _NEUTRAL = _RIGHT_READING.replace('"negativo"', '"neutro"')
 # A one-star review that says nothing a recommendation could be read from: the stars rule it out.
@@ -329,6 +337,18 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
             _BROKEN_ON_TIME_READING,
         ),
     ),
+    "praise_rules_out_a_seller_flag": (
+        "SmolLM2's GRPO flagged a seller problem on 53 of 80 reviews: on praise it cost 0.03",
+        lambda _: all(
+            score("extraction", flagged, review_score=5, review_text=text).total
+            < 0.7 * score("extraction", answer, review_score=5, review_text=text).total
+            for text, answer in (("Produto excelente, adorei! Recomendo a todos.", _HAPPY_READING),)
+            for flagged in (
+                answer.replace('"seller_issue": false', '"seller_issue": true'),
+                answer.replace('"product_issue": false', '"product_issue": true'),
+            )
+        ),
+    ),
     "recommending_a_complaint_costs": (
         "SmolLM2's GRPO said 49 of 51 one- and two-star customers would recommend the shop",
         lambda _: _one_field_wrong_costs(
@@ -412,14 +432,7 @@ PROBES: dict[str, tuple[str, Callable[[str], bool]]] = {
                 "extraction", answer.replace("false", "true"), review_score=5, review_text=text
             ).total
             for text, answer in (
-                (
-                    "Não tive nenhum problema, chegou antes do prazo e sem defeito.",
-                    _RIGHT_READING.replace('"negativo"', '"positivo"')
-                    .replace('"sentiment_score": 1', '"sentiment_score": 5')
-                    .replace("true", "false")
-                    .replace('"would_recommend": false', '"would_recommend": true')
-                    .replace('"alto"', '"baixo"'),
-                ),
+                ("Não tive nenhum problema, chegou antes do prazo e sem defeito.", _HAPPY_READING),
             )
         ),
     ),

@@ -9,6 +9,7 @@ markers, same resume), and the run is keyed by its recipe, data, base model and 
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import tempfile
@@ -26,6 +27,9 @@ from tasks.core.store import ArtifactStore
 from tasks.training.backends import bf16_training, peft_lora_config
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.model import load_model_and_tokenizer
+
+# The issues in the order a reference's problem is named by: the rarest in the split first.
+RAREST_FIRST = ("product_issue", "seller_issue", "delivery_issue")
 
 log = logging.getLogger("tucano.sft")
 
@@ -60,11 +64,45 @@ def sft_examples(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def reference_problem(row: dict[str, Any]) -> str:
+    """The problem an extraction reference flags, the rarer first (a review that blames the
+    product and the delivery counts as a product one): product, seller, delivery or none."""
+    flags = json.loads(row["reference"])
+    return next((issue for issue in RAREST_FIRST if flags.get(issue)), "none")
+
+
+def _dealt(pool: list[dict[str, Any]], wanted: int, rng: random.Random) -> list[dict[str, Any]]:
+    rng.shuffle(pool)
+    return [pool[i % len(pool)] for i in range(wanted)]
+
+
+def _dealt_by_problem(
+    pool: list[dict[str, Any]], wanted: int, rng: random.Random
+) -> list[dict[str, Any]]:
+    """`wanted` extraction rows, each problem's in turn (`reference_problem`), every problem's
+    rows in a seeded order and taken again from the start when it has fewer than its share."""
+    by_problem: dict[str, list[dict[str, Any]]] = {}
+    for row in pool:
+        by_problem.setdefault(reference_problem(row), []).append(row)
+    problems = sorted(by_problem)
+    each, left = divmod(wanted, len(problems))
+    return [
+        row
+        for rank, problem in enumerate(problems)
+        for row in _dealt(by_problem[problem], each + (rank < left), rng)
+    ]
+
+
 def mixed_rows(
-    rows: list[dict[str, Any]], mix: dict[str, float], count: int, seed: int
+    rows: list[dict[str, Any]],
+    mix: dict[str, float],
+    count: int,
+    seed: int,
+    balance_issues: bool = False,
 ) -> list[dict[str, Any]]:
     """`count` rows dealt over the tasks by `mix`: each task's rows in a seeded order, taken
-    again from the start when the task has fewer than its share."""
+    again from the start when the task has fewer than its share; with `balance_issues`, the
+    extraction rows dealt equally over the problems their references flag."""
     rng = random.Random(seed)
     by_task: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -76,8 +114,10 @@ def mixed_rows(
             raise SftError(
                 f"sft.task_mix gives {task_name} {wanted} examples; the train split has none"
             )
-        rng.shuffle(pool)
-        chosen += [pool[i % len(pool)] for i in range(wanted)]
+        if balance_issues and task_name == "extraction":
+            chosen += _dealt_by_problem(pool, wanted, rng)
+        else:
+            chosen += _dealt(pool, wanted, rng)
     rng.shuffle(chosen)
     return chosen
 
@@ -187,7 +227,13 @@ def _train_sft_unlocked(
                 over, total, task_name, longest, answer_limit,
             )  # fmt: skip
     if config.task_mix is not None:
-        rows = mixed_rows(rows, config.task_mix, config.max_steps * config.batch_size, config.seed)
+        rows = mixed_rows(
+            rows,
+            config.task_mix,
+            config.max_steps * config.batch_size,
+            config.seed,
+            config.balance_issues,
+        )
     examples = sft_examples(rows)
     over, longest = examples_too_long(examples, tokenizer, config.max_length)
     if over:
