@@ -5,8 +5,9 @@ seed's tuned model, so it is most of evaluation's time, and too few prompts miss
 This reads a run's per-prompt scores (its report's `scores.jsonl`), takes each task's paired
 differences (tuned seed minus SFT, at the report's precision, every seed's pairs pooled) and
 resamples them at smaller and larger split sizes: the share of resamples where the report's own
-test (one-sided Wilcoxon signed-rank, zeros dropped) is significant at Holm's strictest level
-(alpha over the four tasks, what the first task tested must pass) is the power at that size.
+test (one-sided Wilcoxon signed-rank, zeros dropped) is significant at Holm's first step (alpha
+over the tasks one seed's report tested, what the most significant task must pass) is the power
+at that size.
 
 A row per task: the power to show the change this run saw (for a task GRPO did not train, its
 differences are mostly zero: no power, and none needed). The trained task again with half its
@@ -37,26 +38,34 @@ from tasks.evaluation.stats import ALTERNATIVES, ZERO_METHOD, settled  # noqa: E
 ALPHA = 0.05
 
 
-def differences(store_uri: str) -> dict[str, np.ndarray]:
-    """Each task's tuned-minus-SFT score differences, every seed's pairs pooled."""
+def differences(store_uri: str) -> tuple[dict[str, np.ndarray], int]:
+    """Each task's tuned-minus-SFT score differences, every seed's pairs pooled; and the size of
+    the run's Holm family: the most tasks one seed's report tested (a task with too few changed
+    answers for a p-value is not in it)."""
     from tasks.core.store import ArtifactStore
 
     store = ArtifactStore(store_uri)
     latest = store.read_json("pipeline/latest.json")
+    report = store.read_json(latest["report"])
     rows = store.read_jsonl(latest["report"].rsplit("/", 1)[0] + "/scores.jsonl")
     base = {row["prompt_id"]: row["total"] for row in rows if row["model"] == "base"}
     out: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         if row["model"] != "base":
             out[row["task"]].append(row["total"] - base[row["prompt_id"]])
-    return {task: settled(values) for task, values in out.items()}
+    family = max(
+        sum(seed[task]["p_value"] is not None for task in TASKS if task in seed)
+        for seed in report["comparison"]["per_seed"].values()
+    )
+    return {task: settled(values) for task, values in out.items()}, max(family, 1)
 
 
-def power(diffs: np.ndarray, size: int, alternative: str, resamples: int, seed: int) -> float:
+def power(
+    diffs: np.ndarray, size: int, alternative: str, resamples: int, seed: int, level: float
+) -> float:
     """The share of `resamples` draws of `size` differences where the one-sided test rejects at
-    alpha over the number of tasks."""
+    `level`."""
     rng = np.random.default_rng(seed)
-    level = ALPHA / len(TASKS)
     hits = 0
     for _ in range(resamples):
         draw = rng.choice(diffs, size=size, replace=True)
@@ -75,9 +84,11 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=2000)
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
-    diffs = differences(args.store)
+    diffs, family = differences(args.store)
     gain = diffs[args.trained]
-    print(f"power at alpha {ALPHA}/{len(TASKS)}, {args.resamples} resamples of each size")
+    level = ALPHA / family
+    print(f"power at alpha {ALPHA}/{family} (Holm's first step in the run's family of {family}),")
+    print(f"{args.resamples} resamples of each size")
     print(f"store {args.store}; harm = {args.trained}'s differences with the sign turned\n")
     header = " | ".join(f"n={size}" for size in sizes)
     print(f"| differences | pairs | mean | sd | nonzero | {header} |")
@@ -89,7 +100,7 @@ def main() -> None:
     rows.append((f"harm of {args.trained}'s size", -gain, worse))
     for label, draws, alternative in rows:
         cells = " | ".join(
-            f"{power(draws, size, alternative, args.resamples, seed=size):.2f}" for size in sizes
+            f"{power(draws, size, alternative, args.resamples, size, level):.2f}" for size in sizes
         )
         print(
             f"| {label} | {len(draws)} | {draws.mean():+.3f} | {draws.std(ddof=1):.3f} | "

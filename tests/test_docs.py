@@ -86,3 +86,22 @@ def test_the_readme_is_a_page_with_both_commands() -> None:
     assert len(readme.splitlines()) <= 250
     assert "make pipeline" in readme
     assert "make test" in readme
+
+
+def _results():
+    spec = importlib.util.spec_from_file_location("results", ROOT / "docs" / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_readme_s_numbers_are_the_recorded_run_s() -> None:
+    """The README's report block is `docs/results.py readme`'s output from the default recipe's
+    record, never typed: a number edited by hand, or a record not carried into the README,
+    fails here."""
+    results = _results()
+    record = json.loads((results.RESULTS / "cpu_smol.json").read_text(encoding="utf-8"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index(results.BEGIN) : readme.index(results.END) + len(results.END)]
+    assert block == results.readme_block(record)
+    assert record["recipe"] == "cpu_smol" and record["verdict"]["extraction"]["seeds"] == 3
