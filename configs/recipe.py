@@ -468,6 +468,9 @@ class SftConfig(_Strict):
     def _mix_is_a_distribution(self) -> SftConfig:
         if self.task_mix is not None:
             check_task_mix(self.task_mix, "sft.task_mix")
+        elif self.balance_issues:
+            # The examples are dealt, balanced or not, only where a task_mix deals them.
+            raise ValueError("sft.balance_issues needs sft.task_mix: without it nothing is dealt")
         return self
 
 

@@ -259,6 +259,11 @@ def test_balance_issues_deals_extraction_equally_over_the_problems_references_fl
     assert as_it_comes["product_issue"] + as_it_comes["seller_issue"] < 8
 
 
+def test_balance_issues_without_a_task_mix_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"sft\.balance_issues needs sft\.task_mix"):
+        SftConfig(balance_issues=True)
+
+
 def test_an_sft_task_mix_must_name_every_task() -> None:
     with pytest.raises(ValueError, match=r"sft\.task_mix must name every task"):
         SftConfig(task_mix={"extraction": 1.0})
