@@ -27,13 +27,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import wilcoxon
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rewards import TASKS  # noqa: E402
-from tasks.evaluation.stats import ALTERNATIVES, ZERO_METHOD, settled  # noqa: E402
+from tasks.evaluation.stats import ALTERNATIVES, settled, signed_rank  # noqa: E402
 
 ALPHA = 0.05
 
@@ -71,8 +70,7 @@ def power(
         draw = rng.choice(diffs, size=size, replace=True)
         if not np.any(draw):
             continue
-        p = wilcoxon(draw, zero_method=ZERO_METHOD, alternative=alternative, method="auto").pvalue
-        hits += p < level
+        hits += signed_rank(draw, alternative).pvalue < level
     return hits / resamples
 
 

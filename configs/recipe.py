@@ -605,6 +605,14 @@ class Recipe(_Strict):
         min_length=1,
         description="GRPO seeds, each its own training run; the verdict needs a majority.",
     )
+    processes: int = Field(
+        1,
+        ge=1,
+        description="Seeds' GRPO runs, then the evaluations, run this many at once, each in a "
+        "process of one torch thread (flows/side_by_side.py): on a CPU whose one process of a "
+        "small model leaves cores idle (benchmarks/threads.py). Runs on a work pool "
+        "(--training-deployment) are its concern, not this.",
+    )
     data: DataConfig = Field(default_factory=DataConfig, description="Data prep and the split.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The base model.")
     lora: LoraConfig = Field(

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, load_recipe
 from flows.fanout import gather_adapters, start_seeds
+from flows.side_by_side import Job, run_side_by_side
 from tasks.core.manifests import (
     Adapter,
     AuditResult,
@@ -31,7 +32,7 @@ from tasks.core.progress import duration
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.audit import audit_gate_task
 from tasks.evaluation.champion import timestamp
-from tasks.evaluation.evaluate import evaluate_model_task
+from tasks.evaluation.evaluate import adds_nothing, evaluate_model_task
 from tasks.evaluation.report import compare_evaluations_task, publish_report_task, report_task
 from tasks.prep.build import prepare_data_task
 from tasks.prep.olist import fingerprint_source
@@ -107,14 +108,21 @@ class Evaluations(NamedTuple):
 
 def _evaluate(
     recipe: Recipe,
-    store: ArtifactStore,
+    paths: dict[str, str],
     prepared: PreparedData,
     start: StartingModel,
     adapters: list[Adapter],
 ) -> Evaluations:
+    store = ArtifactStore(paths["artifacts"])
+
     def evaluate(model: BaseModelArtifact, adapter: Adapter | None, **start: EvalRows) -> EvalRows:
         return evaluate_model_task(recipe.evaluation, prepared, model, adapter, store, **start)
 
+    if recipe.processes > 1:
+        # The models that generate, side by side; what follows finds their answers in the store.
+        seeds = [adapter.seed for adapter in adapters if not adds_nothing(adapter, store)]
+        jobs = [Job("evaluate", {**paths, "seed": seed}) for seed in [None, *seeds]]
+        run_side_by_side(jobs, recipe.processes)
     base = evaluate(start.model, None)
     return Evaluations(
         base=base,
@@ -190,13 +198,12 @@ def sft_flow(
 
 
 def _trained(
-    config: str, artifacts: str, data: str
+    paths: dict[str, str],
 ) -> tuple[Recipe, ArtifactStore, PreparedData, StartingModel, list[Adapter]]:
     """Steps 1-3 for every seed of the recipe: cached results when they exist."""
-    recipe, store = _open(config, artifacts)
-    prepared = prepare(recipe, store, data)
+    recipe, store = _open(paths["config"], paths["artifacts"])
+    prepared = prepare(recipe, store, paths["data"])
     start = starting_model(recipe, store, prepared)
-    paths = {"config": config, "artifacts": artifacts, "data": data}
     return recipe, store, prepared, start, train_seeds(recipe, paths)
 
 
@@ -204,20 +211,45 @@ def _trained(
 def eval_flow(
     config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
 ) -> Evaluations:
+    paths = {"config": config, "artifacts": artifacts, "data": data}
     # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
-    recipe, store, prepared, start, adapters = _trained(config, artifacts, data)
+    recipe, _, prepared, start, adapters = _trained(paths)
     # 4. Evaluation of the base model and every seed's tuned model on the eval split.
-    return _evaluate(recipe, store, prepared, start, adapters)
+    return _evaluate(recipe, paths, prepared, start, adapters)
+
+
+def _evaluation_name() -> str:
+    seed = flow_run.parameters.get("seed")
+    return "evaluate-start" if seed is None else f"evaluate-seed-{seed}"
+
+
+@flow(name="tucano-evaluate-model", flow_run_name=_evaluation_name)
+def evaluate_model_flow(
+    config: str = str(DEFAULT_RECIPE),
+    artifacts: str = DEFAULT_ARTIFACTS,
+    data: str = DEFAULT_DATA,
+    seed: int | None = None,
+) -> EvalRows:
+    recipe, store = _open(config, artifacts)
+    # 1-3. Data, the model GRPO started from and the seed's adapter (all cached when done).
+    prepared = prepare(recipe, store, data)
+    base = starting_model(recipe, store, prepared).model
+    adapter = None
+    if seed is not None:
+        adapter = train_seed_task(recipe.training, recipe.lora, prepared, base, seed, store)
+    # 4. That one model (the start with no seed) on the eval split.
+    return evaluate_model_task(recipe.evaluation, prepared, base, adapter, store)
 
 
 @flow(name="tucano-compare")
 def compare_flow(
     config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
 ) -> ReportArtifact:
+    paths = {"config": config, "artifacts": artifacts, "data": data}
     # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
-    recipe, store, prepared, start, adapters = _trained(config, artifacts, data)
+    recipe, store, prepared, start, adapters = _trained(paths)
     # 4-6. Evaluation (cached when done), Wilcoxon comparison per task and overall, report.
-    evaluations = _evaluate(recipe, store, prepared, start, adapters)
+    evaluations = _evaluate(recipe, paths, prepared, start, adapters)
     return _report(recipe, store, prepared, start, adapters, evaluations)
 
 
@@ -245,6 +277,10 @@ def train_seeds(
     """Every seed of the recipe as its own flow run: a subflow here, or a run of the training
     deployment (on its work pool), all started at once and all waited for."""
     if training_deployment is None:
+        if recipe.processes > 1:
+            # Side by side; the runs below then find each seed's adapter in the store.
+            jobs = [Job("train", {**paths, "seed": seed}) for seed in recipe.seeds]
+            run_side_by_side(jobs, recipe.processes)
         return [train_flow(**paths, seed=seed) for seed in recipe.seeds]
     parameters = {
         seed: {
@@ -317,7 +353,7 @@ def run_pipeline(
         )
     # 4-6. Evaluation of base and tuned models, Wilcoxon comparison, report.
     with clock.stage("evaluation"):
-        evaluations = _evaluate(recipe, store, prepared, start, adapters)
+        evaluations = _evaluate(recipe, paths, prepared, start, adapters)
     with clock.stage("report"):
         report = _report(recipe, store, prepared, start, adapters, evaluations)
     get_run_logger().info("stage times: %s", clock.summary())

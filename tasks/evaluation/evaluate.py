@@ -13,7 +13,7 @@ from typing import Any
 from prefect import task
 
 from configs.recipe import EvalConfig
-from tasks.core.caching import ContentKey, cache_token
+from tasks.core.caching import ContentKey, cache_token, task_code_digest
 from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.answering import generate, score_row
@@ -54,6 +54,32 @@ def evaluate_model(
     """The adapter (or the base model alone) on the eval split. `start_rows`: the base model's
     rows under the same settings, whose answers an adapter that adds nothing gives again."""
     tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
+    # The answers' file is named by what makes them (settings, split, models and this code), so
+    # a file of that name holds them: one another process wrote (flows/side_by_side.py) is
+    # taken as it is. A file in the store is whole or absent (written by rename).
+    identity = cache_token([config, data, base, adapter, task_code_digest(__name__)])
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    path = f"eval/{tag}-{digest[:16]}.jsonl"
+    if not store.exists(path):
+        store.write_jsonl(path, _answer(config, data, base, adapter, store, start_rows, tag))
+    return EvalRows(
+        fingerprint=store.sha256(path),
+        model_tag=tag,
+        seed=None if adapter is None else adapter.seed,
+        rows=path,
+    )
+
+
+def _answer(
+    config: EvalConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    adapter: Adapter | None,
+    store: ArtifactStore,
+    start_rows: EvalRows | None,
+    tag: str,
+) -> list[dict[str, Any]]:
+    """Each eval prompt's row: the answer and its scores."""
     prompts = store.read_jsonl(data.eval)
     database = str(data.local_database(store))
     if adapter is not None and start_rows is not None and adds_nothing(adapter, store):
@@ -70,7 +96,7 @@ def evaluate_model(
             model, tokenizer, [row["prompt"] for row in prompts], config,
             stage=f"evaluation of {tag}",
         )  # fmt: skip
-    rows = [
+    return [
         {
             "prompt_id": prompt["prompt_id"],
             "task": prompt["task"],
@@ -81,16 +107,6 @@ def evaluate_model(
         }
         for prompt, generation in zip(prompts, generations, strict=True)
     ]
-    identity = cache_token([config, data, base, adapter])
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-    path = f"eval/{tag}-{digest[:16]}.jsonl"
-    store.write_jsonl(path, rows)
-    return EvalRows(
-        fingerprint=store.sha256(path),
-        model_tag=tag,
-        seed=None if adapter is None else adapter.seed,
-        rows=path,
-    )
 
 
 evaluate_model_task = task(

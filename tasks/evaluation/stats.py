@@ -161,10 +161,7 @@ def _one_sided_tests(differences: np.ndarray, n_nonzero: int, alpha: float) -> d
             "p_better": 1.0,
             "p_worse": 1.0,
         }
-    tests = {
-        key: wilcoxon(differences, alternative=alternative, zero_method=ZERO_METHOD)
-        for key, alternative in ALTERNATIVES.items()
-    }
+    tests = {key: signed_rank(differences, side) for key, side in ALTERNATIVES.items()}
     described = {
         "statistic": float(tests["p_better"].statistic),
         "method": scipy_auto_method(differences),
@@ -180,6 +177,12 @@ def _one_sided_tests(differences: np.ndarray, n_nonzero: int, alpha: float) -> d
             f"(smallest attainable one-sided p = {floor:.4f}); no test reported",
         }
     return {**described, **{key: float(test.pvalue) for key, test in tests.items()}}
+
+
+def signed_rank(differences: np.ndarray, alternative: str) -> Any:
+    """The one-sided Wilcoxon signed-rank test of the verdict ("greater": the tuned model
+    better), scipy's result: the report's and the power calculation's (benchmarks/eval_power.py)."""
+    return wilcoxon(differences, alternative=alternative, zero_method=ZERO_METHOD)
 
 
 def paired_test(base: Sequence[float], tuned: Sequence[float], alpha: float = 0.05) -> PairedTest:

@@ -1,0 +1,137 @@
+"""A stage's independent flow runs in processes side by side, one torch thread each.
+
+On a CPU, one process of a small model does not keep two threads busy: on two cores, two
+processes of one thread each answered 1.7 times the prompts that one process of two threads did
+in the same time (benchmarks/threads.py). A recipe's `processes` runs that many of a stage's runs
+at once (the seeds' GRPO runs, then the evaluations), each as its own flow run of the run's
+Prefect API (the temporary server of a `tucano` run, or the one PREFECT_API_URL names), so the
+UI and the terminal show each one's progress. The runs leave their results in the artifact store
+and the Prefect cache; the calling flow then asks for the same results in its own process and
+finds them there, so what it goes on with is what one process would have made.
+
+`python -m flows.side_by_side` is a child's side: it runs one of the flows in `FLOWS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, NamedTuple
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Each child's share of the cores: one thread (torch's intra-op pool and the BLAS libraries').
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+POLL_SECONDS = 0.5
+# What a child's failure brings with it into the caller's error (its whole log is on the
+# terminal already, interleaved with the others').
+ERROR_LINES = 20
+
+
+class Job(NamedTuple):
+    """One flow run: a name of `FLOWS` and its parameters (JSON-able)."""
+
+    flow: str
+    parameters: dict[str, Any]
+
+    def title(self) -> str:
+        return f"{self.flow}({', '.join(f'{k}={v}' for k, v in self.parameters.items())})"
+
+
+class SideBySideFailed(RuntimeError):
+    """A child's flow run ended with an error; the others were stopped."""
+
+
+def _flows() -> dict[str, Any]:
+    # The flows import this module's caller: looked up when a child runs, not at import.
+    from flows import pipeline
+
+    return {"train": pipeline.train_flow, "evaluate": pipeline.evaluate_model_flow}
+
+
+def api_url() -> str:
+    """The Prefect API this process's flows report to, started if it is the temporary one."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return str(client.api_url)
+
+
+class Child:
+    """A job's process; its stderr (Prefect's log) goes on to this process's as it comes, and
+    its last lines are kept for the error if it fails."""
+
+    def __init__(self, job: Job, api: str):
+        command = [sys.executable, "-m", "flows.side_by_side", job.flow, json.dumps(job.parameters)]
+        path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, **ONE_THREAD, "PREFECT_API_URL": api, "PYTHONPATH": path}
+        self.job, self.tail = job, deque[str](maxlen=ERROR_LINES)
+        self.process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        self.relay = threading.Thread(target=self._relay, daemon=True)
+        self.relay.start()
+
+    def _relay(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            sys.stderr.write(line)
+            self.tail.append(line.rstrip("\n"))
+
+    def finished(self) -> bool:
+        if self.process.poll() is None:
+            return False
+        self.relay.join()
+        if self.process.returncode != 0:
+            raise SideBySideFailed(
+                f"{self.job.title()} ended with exit status {self.process.returncode}:\n"
+                + "\n".join(self.tail)
+            )
+        return True
+
+
+def _stop(running: list[Child]) -> None:
+    """SIGTERM, which a training run answers by saving its step and ending; then wait for it."""
+    for child in running:
+        if child.process.poll() is None:
+            child.process.terminate()
+    for child in running:
+        child.process.wait()
+
+
+def run_side_by_side(jobs: list[Job], processes: int) -> None:
+    """Every job to its end, at most `processes` at a time, in the order given; the first that
+    fails stops the others and raises SideBySideFailed with its last lines."""
+    api = api_url()
+    waiting, running = list(jobs), list[Child]()
+    try:
+        while waiting or running:
+            while waiting and len(running) < processes:
+                running.append(Child(waiting.pop(0), api))
+            running = [child for child in running if not child.finished()]
+            time.sleep(POLL_SECONDS)
+    finally:
+        _stop(running)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m flows.side_by_side")
+    parser.add_argument("flow", choices=["train", "evaluate"])
+    parser.add_argument("parameters", type=json.loads, help="the flow's parameters, as JSON")
+    args = parser.parse_args(argv)
+    from flows.storage import in_store
+    from tasks.core import signals
+    from tasks.core.store import ArtifactStore
+
+    store = ArtifactStore(args.parameters["artifacts"])
+    with signals.handled():
+        # Results kept in the store, as the caller's are: its cache is the caller's.
+        in_store(_flows()[args.flow], store)(**args.parameters)
+
+
+if __name__ == "__main__":
+    main()
