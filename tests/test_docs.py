@@ -18,16 +18,14 @@ from configs import recipe
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location(
-        "gen_recipe_reference", ROOT / "docs" / "gen_recipe_reference.py"
-    )
+def _docs_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-PAGE = _generator().reference_page()
+PAGE = _docs_script("gen_recipe_reference").reference_page()
 
 # Every public pydantic model that configs/recipe.py defines, and each of its fields.
 MODELS = [
@@ -88,20 +86,47 @@ def test_the_readme_is_a_page_with_both_commands() -> None:
     assert "make test" in readme
 
 
-def _results():
-    spec = importlib.util.spec_from_file_location("results", ROOT / "docs" / "results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_readme_s_numbers_are_the_recorded_run_s() -> None:
     """The README's report block is `docs/results.py readme`'s output from the default recipe's
     record, never typed: a number edited by hand, or a record not carried into the README,
     fails here."""
-    results = _results()
+    results = _docs_script("results")
     record = json.loads((results.RESULTS / "cpu_smol.json").read_text(encoding="utf-8"))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme[readme.index(results.BEGIN) : readme.index(results.END) + len(results.END)]
     assert block == results.readme_block(record)
     assert record["recipe"] == "cpu_smol" and record["verdict"]["extraction"]["seeds"] == 3
+
+
+def test_the_cli_reference_has_every_subcommand_and_option_with_its_default() -> None:
+    """The command-line reference is generated from the parser `tucano` runs
+    (docs/gen_cli_reference.py): every subcommand has its section, every option its row with
+    the default a reader gets."""
+    import argparse
+
+    from flows.cli import build_parser
+
+    page = _docs_script("gen_cli_reference").reference_page()
+    # The parser's own subcommands, not the generator's reading of them.
+    subparsers = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    assert {"pipeline", "train", "score", "deploy", "export", "analyze"} <= set(subparsers.choices)
+    for name, parser in subparsers.choices.items():
+        heading = f"## tucano {name} {{#{name}}}"
+        assert heading in page, f"tucano {name} has no section in the command-line reference"
+        start = page.index(heading)
+        end = page.find("\n## ", start + 1)
+        section = page[start : end if end != -1 else len(page)]
+        for action in parser._actions:
+            if not action.option_strings or "--help" in action.option_strings:
+                continue
+            rows = [
+                r for r in section.splitlines() if r.startswith(f"| `{action.option_strings[0]}`")
+            ]
+            assert len(rows) == 1, f"tucano {name} {action.option_strings[0]} is not on the page"
+            if action.required:
+                assert "| required |" in rows[0]
+            elif action.default not in (None, argparse.SUPPRESS):
+                shown = str(action.default).removeprefix(str(ROOT) + "/")
+                assert f"`{shown}`" in rows[0], f"tucano {name} {action.option_strings[0]}"
