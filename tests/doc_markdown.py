@@ -1,9 +1,10 @@
 """What the documentation's markdown holds, as the doc checks read it: the pages, their fenced
 code lines (with file and line, continuations joined), their inline code and their links.
 
-Only what a reader copies or follows is read: commands in fenced blocks (a table's inline
-`tucano train --seed N` is usage notation, not a command), `pip install` in inline code too (a
-reader pastes that into a shell as it stands), and links outside code."""
+Only what a reader copies or follows is read: commands in fenced shell blocks (a block with no
+language or a shell's: a `text` block is what a program printed, a table's inline
+`tucano train --seed N` is usage notation), `pip install` in inline code too (a reader pastes
+that into a shell as it stands), and links outside code."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[1]
 
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
+# The languages a fenced block of commands is written in.
+SHELL = {"", "sh", "bash", "shell", "console"}
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 # [text](target) and ![alt](target), the target up to a space (a title may follow) or ")".
 _LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -39,17 +42,20 @@ def pages() -> list[Path]:
 
 
 def fenced_lines(path: Path) -> Iterator[Line]:
-    """Each line of each fenced code block, a line ending in "\\" joined with the next."""
+    """Each line of each fenced shell block, a line ending in "\\" joined with the next."""
     fence: str | None = None
+    shell = False
     pending: Line | None = None
     for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         match = _FENCE.match(raw)
         if fence is None:
             if match:
-                fence = match.group(2)
+                fence, shell = match.group(2), match.group(3).strip().lower() in SHELL
             continue
         if match and match.group(2).startswith(fence) and not match.group(3).strip():
             fence, pending = None, None
+            continue
+        if not shell:
             continue
         text = raw.strip()
         if pending is not None:
