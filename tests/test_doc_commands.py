@@ -317,3 +317,19 @@ def test_the_readme_s_artifact_tree_is_what_a_run_writes() -> None:
         f"README.md's runs/<run key>/: missing {sorted(set(RUN_FOLDER) - run)}, "
         f"not written by a run {sorted(run - set(RUN_FOLDER))}"
     )
+
+
+def test_the_home_page_reaches_the_main_guides_in_two_clicks() -> None:
+    """A new user finds how to run on their own data, on S3 and with the UI from the home page."""
+    docs = (ROOT / "docs").resolve()
+
+    def reached(page: Path) -> set[Path]:
+        targets = (line.text.split("#", 1)[0] for line in links(page))
+        found = {(page.parent / t).resolve() for t in targets if t and ":" not in t}
+        return {p for p in found if p.suffix == ".md" and p.exists()}
+
+    home = docs / "index.md"
+    one_click = reached(home)
+    two_clicks = one_click.union(*(reached(page) for page in one_click))
+    guides = {docs / "how-to" / name for name in ("own-data.md", "s3.md", "prefect-ui.md")}
+    assert guides <= two_clicks, f"not within two clicks of the home page: {guides - two_clicks}"
