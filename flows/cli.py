@@ -29,7 +29,9 @@ def _context_keys() -> str:
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The `tucano` command line: also read by the docs (the generated CLI reference, the check
+    that every documented command parses)."""
     from flows.pipeline import DEFAULT_ARTIFACTS, DEFAULT_DATA
 
     store_options = argparse.ArgumentParser(add_help=False)
@@ -272,7 +274,7 @@ def _quiet_console(errors: tuple[type[Exception], ...]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "compare" and bool(args.base_eval) != bool(args.candidate_eval):
         parser.error("--base-eval and --candidate-eval go together")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,16 +19,14 @@ from configs import recipe
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location(
-        "gen_recipe_reference", ROOT / "docs" / "gen_recipe_reference.py"
-    )
+def _docs_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-PAGE = _generator().reference_page()
+PAGE = _docs_script("gen_recipe_reference").reference_page()
 
 # Every public pydantic model that configs/recipe.py defines, and each of its fields.
 MODELS = [
@@ -88,20 +87,125 @@ def test_the_readme_is_a_page_with_both_commands() -> None:
     assert "make test" in readme
 
 
-def _results():
-    spec = importlib.util.spec_from_file_location("results", ROOT / "docs" / "results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_readme_s_numbers_are_the_recorded_run_s() -> None:
     """The README's report block is `docs/results.py readme`'s output from the default recipe's
     record, never typed: a number edited by hand, or a record not carried into the README,
     fails here."""
-    results = _results()
+    results = _docs_script("results")
     record = json.loads((results.RESULTS / "cpu_smol.json").read_text(encoding="utf-8"))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme[readme.index(results.BEGIN) : readme.index(results.END) + len(results.END)]
     assert block == results.readme_block(record)
     assert record["recipe"] == "cpu_smol" and record["verdict"]["extraction"]["seeds"] == 3
+
+
+def test_the_cli_reference_has_every_subcommand_and_option_with_its_default() -> None:
+    """The command-line reference is generated from the parser `tucano` runs
+    (docs/gen_cli_reference.py): every subcommand has its section, every option its row with
+    the default a reader gets."""
+    import argparse
+
+    from flows.cli import build_parser
+
+    page = _docs_script("gen_cli_reference").reference_page()
+    # The parser's own subcommands, not the generator's reading of them.
+    subparsers = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    assert {"pipeline", "train", "score", "deploy", "export", "analyze"} <= set(subparsers.choices)
+    for name, parser in subparsers.choices.items():
+        heading = f"## tucano {name} {{#{name}}}"
+        assert heading in page, f"tucano {name} has no section in the command-line reference"
+        start = page.index(heading)
+        end = page.find("\n## ", start + 1)
+        section = page[start : end if end != -1 else len(page)]
+        for action in parser._actions:
+            if not action.option_strings or "--help" in action.option_strings:
+                continue
+            rows = [
+                r for r in section.splitlines() if r.startswith(f"| `{action.option_strings[0]}`")
+            ]
+            assert len(rows) == 1, f"tucano {name} {action.option_strings[0]} is not on the page"
+            if action.required:
+                assert "| required |" in rows[0]
+            elif action.default not in (None, argparse.SUPPRESS):
+                shown = str(action.default).removeprefix(str(ROOT) + "/")
+                assert f"`{shown}`" in rows[0], f"tucano {name} {action.option_strings[0]}"
+
+
+# A commit's short or full hash: 7 to 40 hex digits with a letter and a digit among them, as a
+# word of its own (a 64-digit sha256 is not one; "deadbeef" and "2026112" are not hashes).
+_COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+# The record: the changelog says what changed when; Results and the README's block are written
+# from the recorded runs, which name their commit.
+RECORD_PAGES = {"changelog.md"}
+
+
+def _manual_pages() -> list[Path]:
+    docs = ROOT / "docs"
+    return [
+        p for p in sorted(docs.rglob("*.md")) if p.relative_to(docs).as_posix() not in RECORD_PAGES
+    ]
+
+
+def test_the_commit_pattern_knows_a_hash() -> None:
+    assert _COMMIT.findall("since 039eddd, and bff758f0c1") == ["039eddd", "bff758f0c1"]
+    assert not _COMMIT.findall(
+        "deadbeef 2026112 sha256 b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    )
+
+
+@pytest.mark.parametrize("page", _manual_pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_manual_page_names_a_commit(page: Path) -> None:
+    """The manual says what the program does, not when it changed: no commit hashes outside the
+    record (the changelog, the generated Results page)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found = [f"line {n}: {m}" for n, line in enumerate(lines, 1) for m in _COMMIT.findall(line)]
+    assert not found, f"{page.relative_to(ROOT)} names commits: {found}"
+
+
+def test_the_results_page_is_every_record_s() -> None:
+    """Results is generated from docs/results/*.json (docs/gen_results.py): each record's recipe,
+    date, commit, time and verdict, none typed."""
+    gen = _docs_script("gen_results")
+    page = gen.results_page()
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in gen.RESULTS.glob("*.json")]
+    assert records
+    for record in records:
+        start = page.index(f"## {record['recipe']} ")
+        end = page.find("\n## ", start + 1)
+        section = page[start : end if end != -1 else len(page)]
+        assert f"| {record['date']} | `{record['commit']}` |" in section
+        assert gen.duration(record["wall_seconds"]) in section
+        for task, verdict in record["verdict"].items():
+            row = next(line for line in section.splitlines() if line.startswith(f"| {task} |"))
+            assert f"{verdict['delta_mean']:+.3f}" in row and f"**{verdict['verdict']}**" in row
+
+
+def _marked_pages() -> list[Path]:
+    gen = _docs_script("gen_results")
+    return [p for p in _manual_pages() if gen.MARKER.search(p.read_text(encoding="utf-8"))]
+
+
+def test_the_manual_quotes_recorded_figures_through_markers() -> None:
+    # The pages that say how long the default run takes, or show its report, do so by marker.
+    names = {p.relative_to(ROOT / "docs").as_posix() for p in _marked_pages()}
+    assert {"getting-started.md", "real-model.md", "how-to/read-a-report.md"} <= names
+
+
+@pytest.mark.parametrize("page", _marked_pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_result_marker_names_a_record(page: Path) -> None:
+    gen = _docs_script("gen_results")
+    filled = gen.fill(page.read_text(encoding="utf-8"))
+    assert not gen.MARKER.search(filled)
+    record = json.loads((gen.RESULTS / "cpu_smol.json").read_text(encoding="utf-8"))
+    if "<!-- result:cpu_smol:wall -->" in page.read_text(encoding="utf-8"):
+        assert gen.duration(record["wall_seconds"]) in filled
+
+
+def test_a_marker_no_record_holds_is_an_error() -> None:
+    gen = _docs_script("gen_results")
+    with pytest.raises(KeyError, match="no record"):
+        gen.fill("<!-- result:cpu_smol:wal -->")
+    with pytest.raises(KeyError, match="no record"):
+        gen.fill("<!-- result:gpu_smol:wall -->")
