@@ -608,10 +608,11 @@ class Recipe(_Strict):
     processes: int = Field(
         1,
         ge=1,
-        description="Seeds' GRPO runs, then the evaluations, run this many at once, each in a "
-        "process of one torch thread (flows/side_by_side.py): on a CPU whose one process of a "
-        "small model leaves cores idle (benchmarks/threads.py). Runs on a work pool "
-        "(--training-deployment) are its concern, not this.",
+        description="Seeds' GRPO runs (with the start model's evaluation), then the tuned "
+        "models' evaluations, run this many at once, each in a process of one torch thread "
+        "(flows/side_by_side.py): on a CPU whose one process of a small model leaves cores idle "
+        "(benchmarks/threads.py). Runs on a work pool (--training-deployment) are its concern, "
+        "not this.",
     )
     data: DataConfig = Field(default_factory=DataConfig, description="Data prep and the split.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The base model.")

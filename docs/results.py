@@ -23,6 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rewards import TASKS  # noqa: E402
 from tasks.core.progress import duration  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"
@@ -112,8 +113,9 @@ def readme_block(result: dict[str, Any]) -> str:
     verdict = result["verdict"]
     lines = [
         BEGIN,
-        f"Measured {result['date']} ({result['how']}; {result['machine']}; commit "
-        f"{result['commit']}): **{duration(result['wall_seconds'])}** from an empty store "
+        # The commit is on the Results page, which is the record; the README says what ran.
+        f"Measured {result['date']} ({result['how']}; {result['machine']}): "
+        f"**{duration(result['wall_seconds'])}** from an empty store "
         f"({_stages(result)}). Its `report.md`, verdict across seeds {result['seeds']}, GRPO "
         "against the SFT model it started from:",
         "",
@@ -124,7 +126,7 @@ def readme_block(result: dict[str, Any]) -> str:
             f"| {task} | {v['delta_mean']:+.3f} ± {v['delta_std']:.3f} | "
             f"{v['seeds_significantly_better']} of {v['seeds']} (need {v['majority_needed']}) | "
             f"{v['seeds_significantly_worse']} of {v['seeds']} | {v['verdict']} |"
-            for task, v in verdict.items()
+            for task, v in ((t, verdict[t]) for t in (*TASKS, "overall") if t in verdict)
         ),
         "",
         "Each extraction field against the review's reading, on the eval split's reviews:",

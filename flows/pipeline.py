@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, load_recipe
 from flows.fanout import gather_adapters, start_seeds
-from flows.side_by_side import Job, run_side_by_side
+from flows.side_by_side import Job, run_side_by_side, whole_rounds
 from tasks.core.manifests import (
     Adapter,
     AuditResult,
@@ -32,13 +32,13 @@ from tasks.core.progress import duration
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.audit import audit_gate_task
 from tasks.evaluation.champion import timestamp
-from tasks.evaluation.evaluate import adds_nothing, evaluate_model_task
+from tasks.evaluation.evaluate import adds_nothing, answers_path, evaluate_model_task
 from tasks.evaluation.report import compare_evaluations_task, publish_report_task, report_task
 from tasks.prep.build import prepare_data_task
 from tasks.prep.olist import fingerprint_source
 from tasks.training.model import prepare_base_model_task
 from tasks.training.sft import train_sft_task
-from tasks.training.train import train_seed_task
+from tasks.training.train import train_seed_task, trained
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = str(REPO_ROOT / "data" / "olist")
@@ -119,10 +119,16 @@ def _evaluate(
         return evaluate_model_task(recipe.evaluation, prepared, model, adapter, store, **start)
 
     if recipe.processes > 1:
-        # The models that generate, side by side; what follows finds their answers in the store.
-        seeds = [adapter.seed for adapter in adapters if not adds_nothing(adapter, store)]
-        jobs = [Job("evaluate", {**paths, "seed": seed}) for seed in [None, *seeds]]
-        run_side_by_side(jobs, recipe.processes)
+        # The start and the seeds that changed it answer side by side, those not answered
+        # yet; the calls below then find their answers in the store (and answer what was left
+        # to this process).
+        models = [None, *(adapter for adapter in adapters if not adds_nothing(adapter, store))]
+        jobs = [
+            Job("evaluate", {**paths, "seed": None if adapter is None else adapter.seed})
+            for adapter in models
+            if not store.exists(answers_path(recipe.evaluation, prepared, start.model, adapter))
+        ]
+        run_side_by_side(whole_rounds(jobs, recipe.processes), recipe.processes)
     base = evaluate(start.model, None)
     return Evaluations(
         base=base,
@@ -204,7 +210,7 @@ def _trained(
     recipe, store = _open(paths["config"], paths["artifacts"])
     prepared = prepare(recipe, store, paths["data"])
     start = starting_model(recipe, store, prepared)
-    return recipe, store, prepared, start, train_seeds(recipe, paths)
+    return recipe, store, prepared, start, train_seeds(recipe, paths, prepared, start.model)
 
 
 @flow(name="tucano-eval")
@@ -270,6 +276,8 @@ def compare_evaluations_flow(
 def train_seeds(
     recipe: Recipe,
     paths: dict[str, str],
+    prepared: PreparedData,
+    base: BaseModelArtifact,
     *,
     training_deployment: str | None = None,
     resume_wait_s: float = 0,
@@ -278,9 +286,15 @@ def train_seeds(
     deployment (on its work pool), all started at once and all waited for."""
     if training_deployment is None:
         if recipe.processes > 1:
-            # Side by side; the runs below then find each seed's adapter in the store.
-            jobs = [Job("train", {**paths, "seed": seed}) for seed in recipe.seeds]
-            run_side_by_side(jobs, recipe.processes)
+            # Side by side; the runs below then find each seed's adapter in the store, and
+            # train those left to this process.
+            store = ArtifactStore(paths["artifacts"])
+            jobs = [
+                Job("train", {**paths, "seed": seed})
+                for seed in recipe.seeds
+                if not trained(recipe.training, recipe.lora, prepared, base, seed, store)
+            ]
+            run_side_by_side(whole_rounds(jobs, recipe.processes), recipe.processes)
         return [train_flow(**paths, seed=seed) for seed in recipe.seeds]
     parameters = {
         seed: {
@@ -349,7 +363,12 @@ def run_pipeline(
         start = starting_model(recipe, store, prepared)
     with clock.stage("GRPO"):
         adapters = train_seeds(
-            recipe, paths, training_deployment=training_deployment, resume_wait_s=resume_wait_s
+            recipe,
+            paths,
+            prepared,
+            start.model,
+            training_deployment=training_deployment,
+            resume_wait_s=resume_wait_s,
         )
     # 4-6. Evaluation of base and tuned models, Wilcoxon comparison, report.
     with clock.stage("evaluation"):

@@ -103,9 +103,19 @@ def _stop(running: list[Child]) -> None:
         child.process.wait()
 
 
+def whole_rounds(jobs: list[Job], processes: int) -> list[Job]:
+    """The jobs that fill rounds of `processes`: the rest are the caller's to run in its own
+    process, with every thread, where one job alone on one thread would leave cores idle (the
+    third seed of three took 6 min 45 s so, 4 min 41 s on two threads). Which jobs those are
+    follows from the list alone, so a run's numbers do not depend on which child ended first."""
+    return jobs[: len(jobs) - len(jobs) % processes]
+
+
 def run_side_by_side(jobs: list[Job], processes: int) -> None:
     """Every job to its end, at most `processes` at a time, in the order given; the first that
     fails stops the others and raises SideBySideFailed with its last lines."""
+    if not jobs:
+        return
     api = api_url()
     waiting, running = list(jobs), list[Child]()
     try:

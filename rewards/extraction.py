@@ -47,7 +47,7 @@ CHURN_RISKS = ("baixo", "medio", "alto")
 # written before the word that follows from it. Asked the other way round, SmolLM2 after 80 SFT
 # steps agreed with the stars on 54-71% of a star group, against 83-92% score first (one probe
 # each; a later whole run's SFT model still said "negativo" to most high-star reviews:
-# docs/real-model.md).
+# CHANGELOG.md).
 FIELDS: dict[str, str] = {
     "sentiment_score": "inteiro de 1 a 5: a nota que o texto expressa",
     "sentiment": '"positivo", "neutro" ou "negativo"',
@@ -77,7 +77,7 @@ MISSED_KEEPS = 0.6
 # A problem the review rules out (an order on time, "chegou antes do prazo") and the answer
 # reports is a false alarm, and costs what a miss does: so a flag pays only where the review more
 # likely states the problem than rules it out. Cheaper, it was the way round the miss: GRPO on
-# SmolLM2 flagged delivery on 79 of 80 eval reviews (docs/real-model.md).
+# SmolLM2 flagged delivery on 79 of 80 eval reviews (CHANGELOG.md).
 INVENTED_KEEPS = MISSED_KEEPS
 COMPONENTS = (
     "json", "schema", "values", "sentiment", "evidence", "gold", "opposite", "missed", "invented",

@@ -23,7 +23,7 @@ ISSUES = ("delivery_issue", "product_issue", "seller_issue")
 # A customer whose words praise the purchase and name no problem had none with the product or the
 # seller (a delivery is ruled out only by what is said of it, or by the order's dates). Were such
 # a flag silence, it would cost next to nothing (0.97 of 1.00), and GRPO on SmolLM2 flagged a
-# seller problem on 53 of 80 eval reviews to catch the 10 that state one (docs/real-model.md).
+# seller problem on 53 of 80 eval reviews to catch the 10 that state one (CHANGELOG.md).
 RULED_OUT_BY_PRAISE = ("product_issue", "seller_issue")
 
 # An order that never came is told many ways ("Cadê meu pedido?", "Produto não entregue",
@@ -189,7 +189,7 @@ class Reading:
     def recommends_against_the_review(self, answer: dict[str, object]) -> bool:
         """A recommendation the review rules out (its words, or one or two stars). Weighed only
         as evidence, it cost too little: GRPO on SmolLM2 said one- and two-star customers would
-        recommend the shop (49 of 51) to flag every issue instead (docs/real-model.md)."""
+        recommend the shop (49 of 51) to flag every issue instead (CHANGELOG.md)."""
         recommend = self.fields.get("would_recommend")
         return (
             recommend is not None

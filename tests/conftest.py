@@ -102,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: one worker more than there are cores. Much of the suite's time is spent waiting
     (servers starting, a worker's poll, a heartbeat deadline, a lease running out), and with one
-    worker per core a core sat idle meanwhile (timings: docs/measurements.md)."""
+    worker per core a core sat idle meanwhile (timings: CHANGELOG.md)."""
     return len(os.sched_getaffinity(0)) + 1
 
 

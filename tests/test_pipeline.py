@@ -33,10 +33,8 @@ from flows.pipeline import data_flow, pipeline_flow, train_flow
 from flows.storage import in_store
 from rewards import TASKS
 from tasks.core import caching
-from tasks.core.manifests import Adapter
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.audit import AuditFailed
-from tasks.evaluation.evaluate import adds_nothing
 
 from .conftest import REPO_ROOT, SHIPPED_DATA
 
@@ -419,64 +417,6 @@ def test_a_failed_training_task_is_retried_and_resumes_from_its_checkpoint(
     assert any("training seed 3" in line and "resuming at step 2" in line for line in grpo), grpo
     assert not any(record.name == "tucano.sft" for record in caplog.records)  # from the cache
     assert adapter.global_step == 4
-
-
-def _flow_runs_named(names: list[str]) -> list:
-    with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(sort=FlowRunSort.ID_DESC, limit=200)
-    return [run for run in runs if run.name in names]
-
-
-def test_side_by_side_seeds_and_evaluations_make_what_one_process_makes(
-    first_run, tmp_path: Path
-) -> None:
-    """`processes: 2`: the seeds train, then the models answer the eval split, in child
-    processes of one thread each, two at once, each its own flow run on the same server; the
-    pipeline goes on with what they left, which is what the first run made in one process."""
-    import torch
-
-    if torch.get_num_threads() != 1:
-        pytest.skip("the first run must have had one thread too (make test gives each one)")
-    _, _, first_store, first = first_run
-    recipe = {**json.loads(json.dumps(SMALL_RECIPE)), "processes": 2}
-    config = tmp_path / "recipe.yaml"
-    config.write_text(yaml.safe_dump(recipe))
-    store = ArtifactStore(tmp_path / "artifacts")
-    report = in_store(pipeline_flow, store)(str(config), store.root, str(SHIPPED_DATA))
-    first_report = first_store.read_json(first.result().report_json)
-    side_report = store.read_json(report.report_json)
-    assert side_report["comparison"] == first_report["comparison"]
-    for mine, theirs in zip(side_report["adapters"], first_report["adapters"], strict=True):
-        weights = "adapter_model.safetensors"
-        assert store.read_bytes(f"{mine['folder']}/{weights}") == first_store.read_bytes(
-            f"{theirs['folder']}/{weights}"
-        )
-    trained = _flow_runs_named(["train-seed-1", "train-seed-2"])
-    trained = [run for run in trained if run.start_time >= first.timestamp]
-    children = [run for run in trained if run.parent_task_run_id is None]
-    assert sorted(run.name for run in children) == ["train-seed-1", "train-seed-2"]
-    one, two = sorted(children, key=lambda run: run.start_time)
-    assert two.start_time < one.end_time, "the seeds did not train at the same time"
-    # The start model and each seed that changed it answer in a child; a seed that kept its
-    # start gives the start's answers, with no process of its own.
-    changed = [
-        f"evaluate-seed-{adapter['seed']}"
-        for adapter in side_report["adapters"]
-        if not adds_nothing(Adapter.model_validate(adapter), store)
-    ]
-    evaluated = _flow_runs_named(["evaluate-start", "evaluate-seed-1", "evaluate-seed-2"])
-    assert sorted(run.name for run in evaluated if run.start_time >= first.timestamp) == sorted(
-        ["evaluate-start", *changed]
-    )
-
-
-def test_a_failing_side_by_side_run_stops_the_stage_and_names_itself(tmp_path: Path) -> None:
-    from flows.side_by_side import Job, SideBySideFailed, run_side_by_side
-
-    missing = str(tmp_path / "no-such-recipe.yaml")
-    paths = {"config": missing, "artifacts": str(tmp_path / "artifacts"), "data": "unused"}
-    with pytest.raises(SideBySideFailed, match=r"train\(config=.*seed=7\) ended with exit status"):
-        run_side_by_side([Job("train", {**paths, "seed": 7})], 2)
 
 
 def test_a_failing_audit_stops_the_pipeline_before_training(tmp_path: Path, monkeypatch) -> None:

@@ -9,7 +9,7 @@ from configs.recipe import CONFIG_DIR, DataConfig, RecipeError, load_recipe
 # The seed's V4.2 run judged 65 stratified prompts; the tiny default judges more, for power.
 @pytest.mark.parametrize(
     ("name", "eval_prompts"),
-    [("cpu_tiny.yaml", 170), ("l4_v42.yaml", 65), ("cpu_smol.yaml", 210), ("gpu_smol.yaml", 210)],
+    [("cpu_tiny.yaml", 170), ("l4_v42.yaml", 65), ("cpu_smol.yaml", 180), ("gpu_smol.yaml", 180)],
 )
 def test_shipped_recipes_validate(name: str, eval_prompts: int) -> None:
     recipe = load_recipe(CONFIG_DIR / name)

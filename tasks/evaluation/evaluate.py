@@ -43,6 +43,17 @@ def adds_nothing(adapter: Adapter, store: ArtifactStore) -> bool:
     return all(not tensor.any() for name, tensor in weights.items() if "lora_B" in name)
 
 
+def answers_path(
+    config: EvalConfig, data: PreparedData, base: BaseModelArtifact, adapter: Adapter | None
+) -> str:
+    """The store file of a model's eval answers, named by what makes them: the settings, the
+    split, the models and this code."""
+    tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
+    identity = cache_token([config, data, base, adapter, task_code_digest(__name__)])
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    return f"eval/{tag}-{digest[:16]}.jsonl"
+
+
 def evaluate_model(
     config: EvalConfig,
     data: PreparedData,
@@ -54,12 +65,10 @@ def evaluate_model(
     """The adapter (or the base model alone) on the eval split. `start_rows`: the base model's
     rows under the same settings, whose answers an adapter that adds nothing gives again."""
     tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
-    # The answers' file is named by what makes them (settings, split, models and this code), so
-    # a file of that name holds them: one another process wrote (flows/side_by_side.py) is
-    # taken as it is. A file in the store is whole or absent (written by rename).
-    identity = cache_token([config, data, base, adapter, task_code_digest(__name__)])
-    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-    path = f"eval/{tag}-{digest[:16]}.jsonl"
+    path = answers_path(config, data, base, adapter)
+    # A file of that name holds these answers: one another process wrote
+    # (flows/side_by_side.py) is taken as it is. A file in the store is whole or absent
+    # (written by rename).
     if not store.exists(path):
         store.write_jsonl(path, _answer(config, data, base, adapter, store, start_rows, tag))
     return EvalRows(

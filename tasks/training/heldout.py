@@ -2,7 +2,7 @@
 
 GRPO samples rollouts hot to explore, but evaluation and `tucano analyze` answer at 0.1. Chosen by
 a held-out reward at the rollout temperature, an adapter that loops at 0.1 until the token limit
-looked like the best one (a quarter of SQL answers cut, docs/measurements.md). Only the
+looked like the best one (a quarter of SQL answers cut, CHANGELOG.md). Only the
 sampling changes: the log-probs, entropy and loss stay at the rollout temperature.
 
 Every held-out eval of a run draws the same random numbers, as the final evaluation gives the

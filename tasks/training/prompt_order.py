@@ -4,7 +4,7 @@ A step of four reviews drawn at random is often all one star group. GRPO then pa
 prompt of the update, for the sentiment that group calls for, and a 135M model learns that as a
 bias for every review, not as a reading of this one: SmolLM2's seed 42 met a step of mostly
 five-star reviews and answered half the one- and two-star held-out reviews "positivo" two steps
-later (docs/real-model.md). Dealt to target shares of the strata (task, star group), each step
+later (CHANGELOG.md). Dealt to target shares of the strata (task, star group), each step
 holds each stratum about as often as its share, and what one review pays toward a sentiment the
 next pays back where the stars say otherwise.
 

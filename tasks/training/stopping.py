@@ -8,7 +8,7 @@ evals without improvement, and stop when entropy stays below a fraction of its f
 than `max_truncated` is never best while one within it exists, and among evals beyond it the one
 that cuts fewer answers is best: GRPO's rewards do not see an answer that goes on after it is done,
 and such an adapter scored well (seed 1 of cpu_tiny: every SQL answer cut at the limit,
-docs/measurements.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.49 while
+CHANGELOG.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.49 while
 its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
 An eval whose answers read the reviews' stars worse than the start's did (star_agreement.py), by
 more than `max_agreement_drop` (one review of a handful is noise, a swing to one sentiment is not),

@@ -388,6 +388,19 @@ def training_records(store: ArtifactStore) -> list[TrainingRecord]:
     return sorted(filter(None, records), key=lambda record: record.finished_at)
 
 
+def trained(
+    training: TrainingConfig,
+    lora: LoraConfig,
+    data: PreparedData,
+    base: BaseModelArtifact,
+    seed: int,
+    store: ArtifactStore,
+) -> bool:
+    """Whether the seed's run has finished in the store, so `train_seed` only hands it back."""
+    key = run_key(training, lora, data, base, seed, machine_backend(training.backend))
+    return finished_run(store, key) is not None
+
+
 def train_seed(
     training: TrainingConfig,
     lora: LoraConfig,
