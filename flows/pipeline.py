@@ -124,7 +124,7 @@ def _evaluate(
         # to this process).
         models = [None, *(adapter for adapter in adapters if not adds_nothing(adapter, store))]
         jobs = [
-            Job("evaluate", {**paths, "seed": None if adapter is None else adapter.seed})
+            Job(evaluate_model_flow, {**paths, "seed": None if adapter is None else adapter.seed})
             for adapter in models
             if not store.exists(answers_path(recipe.evaluation, prepared, start.model, adapter))
         ]
@@ -290,7 +290,7 @@ def train_seeds(
             # train those left to this process.
             store = ArtifactStore(paths["artifacts"])
             jobs = [
-                Job("train", {**paths, "seed": seed})
+                Job(train_flow, {**paths, "seed": seed})
                 for seed in recipe.seeds
                 if not trained(recipe.training, recipe.lora, prepared, base, seed, store)
             ]

@@ -9,12 +9,13 @@ UI and the terminal show each one's progress. The runs leave their results in th
 and the Prefect cache; the calling flow then asks for the same results in its own process and
 finds them there, so what it goes on with is what one process would have made.
 
-`python -m flows.side_by_side` is a child's side: it runs one of the flows in `FLOWS`.
+`python -m flows.side_by_side module:flow '{parameters}'` is a child's side: it runs that flow.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -35,24 +36,21 @@ ERROR_LINES = 20
 
 
 class Job(NamedTuple):
-    """One flow run: a name of `FLOWS` and its parameters (JSON-able)."""
+    """One flow run: a flow defined at a module's top level, and its parameters (JSON-able)."""
 
-    flow: str
+    flow: Any
     parameters: dict[str, Any]
 
     def title(self) -> str:
-        return f"{self.flow}({', '.join(f'{k}={v}' for k, v in self.parameters.items())})"
+        return f"{self.flow.name}({', '.join(f'{k}={v}' for k, v in self.parameters.items())})"
+
+    def target(self) -> str:
+        """Where a child finds the flow: module:name."""
+        return f"{self.flow.fn.__module__}:{self.flow.fn.__name__}"
 
 
 class SideBySideFailed(RuntimeError):
     """A child's flow run ended with an error; the others were stopped."""
-
-
-def _flows() -> dict[str, Any]:
-    # The flows import this module's caller: looked up when a child runs, not at import.
-    from flows import pipeline
-
-    return {"train": pipeline.train_flow, "evaluate": pipeline.evaluate_model_flow}
 
 
 def api_url() -> str:
@@ -68,7 +66,8 @@ class Child:
     its last lines are kept for the error if it fails."""
 
     def __init__(self, job: Job, api: str):
-        command = [sys.executable, "-m", "flows.side_by_side", job.flow, json.dumps(job.parameters)]
+        command = [sys.executable, "-m", "flows.side_by_side", job.target()]
+        command.append(json.dumps(job.parameters))
         path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, **ONE_THREAD, "PREFECT_API_URL": api, "PYTHONPATH": path}
         self.job, self.tail = job, deque[str](maxlen=ERROR_LINES)
@@ -130,9 +129,11 @@ def run_side_by_side(jobs: list[Job], processes: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m flows.side_by_side")
-    parser.add_argument("flow", choices=["train", "evaluate"])
+    parser.add_argument("flow", help="module:name of a flow")
     parser.add_argument("parameters", type=json.loads, help="the flow's parameters, as JSON")
     args = parser.parse_args(argv)
+    module, name = args.flow.split(":")
+    flow = getattr(importlib.import_module(module), name)
     from flows.storage import in_store
     from tasks.core import signals
     from tasks.core.store import ArtifactStore
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     store = ArtifactStore(args.parameters["artifacts"])
     with signals.handled():
         # Results kept in the store, as the caller's are: its cache is the caller's.
-        in_store(_flows()[args.flow], store)(**args.parameters)
+        in_store(flow, store)(**args.parameters)
 
 
 if __name__ == "__main__":

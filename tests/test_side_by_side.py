@@ -17,7 +17,7 @@ import yaml
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.sorting import FlowRunSort
 
-from flows.pipeline import pipeline_flow
+from flows.pipeline import pipeline_flow, train_flow
 from flows.side_by_side import Job, SideBySideFailed, run_side_by_side, whole_rounds
 from flows.storage import in_store
 from tasks.core.manifests import Adapter
@@ -92,11 +92,11 @@ def test_a_failing_side_by_side_run_stops_the_stage_and_names_itself(tmp_path: P
     missing = str(tmp_path / "no-such-recipe.yaml")
     paths = {"config": missing, "artifacts": str(tmp_path / "artifacts"), "data": "unused"}
     with pytest.raises(SideBySideFailed, match=r"train\(config=.*seed=7\) ended with exit status"):
-        run_side_by_side([Job("train", {**paths, "seed": 7})], 2)
+        run_side_by_side([Job(train_flow, {**paths, "seed": 7})], 2)
 
 
 def test_whole_rounds_leave_the_odd_job_to_the_caller() -> None:
-    jobs = [Job("train", {"seed": seed}) for seed in (1, 2, 3)]
+    jobs = [Job(train_flow, {"seed": seed}) for seed in (1, 2, 3)]
     assert whole_rounds(jobs, 2) == jobs[:2]
     assert whole_rounds(jobs, 3) == jobs
     assert whole_rounds(jobs[:1], 2) == []
