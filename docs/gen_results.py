@@ -44,15 +44,33 @@ def _models(record: dict[str, Any]) -> list[str]:
     return [name for name in named if name not in seeds] + seeds
 
 
-def run_table(record: dict[str, Any]) -> str:
-    return "\n".join(
-        [
-            "| date | commit | machine | how it ran | time |",
-            "| --- | --- | --- | --- | ---: |",
-            f"| {record['date']} | `{record['commit']}` | {record['machine']} | {record['how']} "
-            f"| {duration(record['wall_seconds'])} |",
-        ]
+def history(recipe: str) -> list[dict[str, Any]]:
+    """Every record of the recipe (docs/results/history/<recipe>.jsonl), the newest first."""
+    path = RESULTS / "history" / f"{recipe}.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in reversed(path.read_text(encoding="utf-8").splitlines())]
+
+
+def _verdicts(record: dict[str, Any]) -> str:
+    return "; ".join(
+        f"{task} {v['verdict']} ({v['seeds_significantly_better']} better, "
+        f"{v['seeds_significantly_worse']} worse of {v['seeds']})"
+        for task, v in record["verdict"].items()
+        if task != "overall"
     )
+
+
+def run_table(record: dict[str, Any]) -> str:
+    """The recipe's recorded runs, the newest (this section's) first."""
+    runs = history(record["recipe"]) or [record]
+    rows = [
+        f"| {run['date']} | `{run['commit']}` | {run['machine']} | {run['how']} "
+        f"| {duration(run['wall_seconds'])} | {_verdicts(run)} |"
+        for run in runs
+    ]
+    header = "| date | commit | machine | how it ran | time | verdict per task |"
+    return "\n".join([header, "| --- | --- | --- | --- | ---: | --- |", *rows])
 
 
 def stage_table(record: dict[str, Any]) -> str:
@@ -154,7 +172,8 @@ def record_section(record: dict[str, Any]) -> str:
     parts = [
         f"## {record['recipe']} {{#{record['recipe']}}}",
         f"`configs/{record['recipe']}.yaml`, seeds {', '.join(map(str, record['seeds']))}, "
-        "from an empty store.",
+        "from an empty store. Its recorded runs, the newest first (the tables below are the "
+        "newest's):",
         run_table(record),
         "Each stage's time:",
         stage_table(record),

@@ -65,6 +65,10 @@ def _example(store: Any, report: dict[str, Any], eval_rows: str) -> dict[str, An
     }
 
 
+HISTORY = "history"
+SUMMARY_KEYS = ("date", "commit", "machine", "how", "wall_seconds", "seeds", "verdict")
+
+
 def record(store_uri: str, wall: float, machine: str, how: str, commit: str) -> Path:
     from tasks.core.store import ArtifactStore
 
@@ -101,6 +105,12 @@ def record(store_uri: str, wall: float, machine: str, how: str, commit: str) -> 
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{report['recipe']}.json"
     path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    # Every record of the recipe, one line each: the latest replaces the file above, and the
+    # Results page shows how the verdict and the time went from record to record.
+    (RESULTS / HISTORY).mkdir(exist_ok=True)
+    summary = {key: result[key] for key in SUMMARY_KEYS}
+    with (RESULTS / HISTORY / f"{report['recipe']}.jsonl").open("a", encoding="utf-8") as lines:
+        lines.write(json.dumps(summary, ensure_ascii=False) + "\n")
     return path
 
 

@@ -180,6 +180,14 @@ def test_the_results_page_is_every_record_s() -> None:
         for task, verdict in record["verdict"].items():
             row = next(line for line in section.splitlines() if line.startswith(f"| {task} |"))
             assert f"{verdict['delta_mean']:+.3f}" in row and f"**{verdict['verdict']}**" in row
+        # Every earlier record of the recipe is a row of its runs' table, the latest among them.
+        runs = gen.history(record["recipe"])
+        assert runs[0]["commit"] == record["commit"]
+        for run in runs:
+            row = next(line for line in section.splitlines() if f"`{run['commit']}`" in line)
+            assert gen.duration(run["wall_seconds"]) in row
+            gain = run["verdict"]["extraction"]
+            assert f"extraction {gain['verdict']} ({gain['seeds_significantly_better']} " in row
 
 
 def _marked_pages() -> list[Path]:
