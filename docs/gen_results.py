@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from docs.results import example_blocks  # noqa: E402
 from tasks.core.progress import duration  # noqa: E402
 
 PAGE = "results.md"
@@ -156,14 +157,7 @@ def example_text(record: dict[str, Any]) -> str:
             f"{example['sft']['reward']:.2f}) and what the seed answers after GRPO "
             f"({example['tuned']['reward']:.2f}).",
             "",
-            "```text",
-            example["review"],
-            "```",
-            "",
-            "```json",
-            example["sft"]["answer"],
-            example["tuned"]["answer"],
-            "```",
+            *example_blocks(example),
         ]
     )
 

@@ -158,16 +158,24 @@ def readme_block(result: dict[str, Any]) -> str:
             f"{example['sft']['reward']:.2f}) and what seed {example['seed']} answers after GRPO "
             f"({example['tuned']['reward']:.2f}):",
             "",
-            "```text",
-            example["review"],
-            "```",
-            "",
-            "```json",
-            example["sft"]["answer"],
-            example["tuned"]["answer"],
-            "```",
+            *example_blocks(example),
         ]
     return "\n".join([*lines, END])
+
+
+def example_blocks(example: dict[str, Any]) -> list[str]:
+    """The recorded example's review, then the SFT model's answer and the seed's, as fenced
+    blocks: the README and the Results page show it alike."""
+    return [
+        "```text",
+        example["review"],
+        "```",
+        "",
+        "```json",
+        example["sft"]["answer"],
+        example["tuned"]["answer"],
+        "```",
+    ]
 
 
 def write_readme(recipe: str = "cpu_smol") -> None:
