@@ -336,6 +336,15 @@ class TrainingConfig(_Strict):
         "kept: on a few held-out reviews one review read otherwise is noise, a swing to one "
         "sentiment for every review (50%) is not.",
     )
+    max_stated_flagging_drop: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="How far below the start's an eval's share of the problems its held-out "
+        "reviews state (as the extraction reward reads them) that its answers flag may fall and "
+        "the step still be kept: an issue flag turned off for every review is a step that "
+        "hides the complaints, whatever its reward; none = not checked.",
+    )
     heldout_prompts: int = Field(
         32, ge=0, description="Train prompts held out for periodic eval; 0 turns eval off."
     )

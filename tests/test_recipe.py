@@ -54,6 +54,7 @@ SHARED_WITH_CPU_SMOL = (
     "min_improvement",
     "max_heldout_truncation",
     "max_star_agreement_drop",
+    "max_stated_flagging_drop",
     "untrained_heldout_prompts",
     "max_untrained_drop",
 )

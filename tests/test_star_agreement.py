@@ -10,7 +10,12 @@ import pytest
 
 from rewards import trl_component_functions, trl_reward_functions
 from tasks.training.callbacks import LogSteps
-from tasks.training.star_agreement import balanced_agreement, with_star_agreement
+from tasks.training.star_agreement import (
+    agreement_words,
+    balanced_agreement,
+    stated_flagged_share,
+    with_star_agreement,
+)
 from tasks.training.train import split_heldout
 
 
@@ -84,10 +89,44 @@ def test_the_first_extraction_function_logs_the_counts_once_a_batch(functions) -
         ("stars_negativo/reviews", 2),
         ("stars_positivo/agreed", 1),
         ("stars_positivo/reviews", 2),
+        ("stated_problems/flagged", 0),
+        ("stated_problems/stated", 0),
     ]
     # TRL averages each metric over a log's batches and prefixes eval's with "eval_".
     logs = {f"eval_{name}": value for name, value in logged}
     assert balanced_agreement(logs) == pytest.approx((1.0 + 0.5) / 2)
+
+
+def test_each_batch_logs_the_stated_problems_and_how_many_the_answers_flag() -> None:
+    """Three seeds of cpu_smol turned the delivery flag off for every review while their held-out
+    reward rose: the count of stated problems flagged is what shows it."""
+    wrapped = with_star_agreement(trl_reward_functions())
+    logged: dict[str, float] = {}
+    reviews = [
+        ("Não recebi o produto e o vendedor não responde", {"delivery_issue": True}),
+        ("Veio quebrado", {"product_issue": True}),
+        ("Chegou antes do prazo, adorei", {"delivery_issue": True}),
+        ("Ainda não chegou", {"delivery_issue": False}),
+    ]
+    answers = [
+        [{"role": "assistant", "content": json.dumps({"sentiment": "negativo", **flags})}]
+        for _, flags in reviews
+    ]
+    wrapped[0](
+        answers,
+        ["extraction"] * len(reviews),
+        review_score=[1, 1, 5, 1],
+        review_text=[text for text, _ in reviews],
+        gold_delivered_late=[None, False, False, None],
+        log_metric=logged.__setitem__,
+    )
+    # Stated: delivery and seller, product, none (praise), delivery; flagged: delivery, product.
+    assert logged["stated_problems/stated"] == 4
+    assert logged["stated_problems/flagged"] == 2
+    logs = {f"eval_{name}": value for name, value in logged.items()}
+    assert stated_flagged_share(logs) == 0.5
+    assert stated_flagged_share({"eval_reward": 0.6}) is None
+    assert agreement_words(logs).endswith(", stated problems flagged 50%")
 
 
 def test_a_constant_answer_reads_half_whatever_the_mix() -> None:

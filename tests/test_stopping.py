@@ -150,6 +150,30 @@ def test_a_drop_within_the_tolerance_is_kept_and_one_beyond_it_is_not(
     assert StopRules.from_state_dict(rules.state_dict()) == rules
 
 
+@pytest.mark.parametrize(
+    ("drop", "flagging", "kept"),
+    [
+        # cpu_smol's worse seeds flagged 1-20 of the 51 eval delivery complaints the start
+        # flagged 47 of; the 16 held-out reviews state four to six problems.
+        pytest.param(0.25, 0.0, False, id="a flag turned off for every review"),
+        pytest.param(0.25, 0.75, True, id="one stated problem of four missed"),
+        pytest.param(0.25, 0.5, False, id="two of four missed"),
+        pytest.param(None, 0.0, True, id="not checked"),
+        pytest.param(0.0, 1.0, True, id="flagging more is never refused"),
+    ],
+)
+def test_an_adapter_that_flags_fewer_stated_problems_than_its_start_is_not_best(
+    drop: float | None, flagging: float, kept: bool
+) -> None:
+    rules = StopRules(patience=10, max_flagging_drop=drop)
+    rules.observe(0, 0.70, None, flagging=1.0)
+    rules = StopRules.from_state_dict(rules.state_dict())
+    assert rules.observe(2, 0.78, None, flagging=flagging) is kept
+    assert rules.best_step == (2 if kept else 0)
+    # No stated problem held out: nothing to hold the step to.
+    assert rules.flags_problems(None)
+
+
 def test_the_stars_outrank_the_truncation_limit_and_survive_a_resume() -> None:
     # A start beyond the cut limit stays best over an eval within it that reads the stars worse.
     rules = StopRules(patience=10, max_truncated=0.1)

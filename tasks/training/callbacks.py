@@ -23,7 +23,11 @@ from tasks.core import signals
 from tasks.core.progress import Progress
 from tasks.core.store import ArtifactStore
 from tasks.training.checkpoints import RunCheckpoints
-from tasks.training.star_agreement import agreement_words, balanced_agreement
+from tasks.training.star_agreement import (
+    agreement_words,
+    balanced_agreement,
+    stated_flagged_share,
+)
 from tasks.training.stopping import HELDOUT_TRUNCATED, StopRules
 from tasks.training.task_weighting import TaskWeighting
 from tasks.training.untrained import untrained_scores
@@ -192,6 +196,17 @@ class KeepBest(TrainerCallback):
                 100 * self.rules.start_agreement,
                 self.rules.max_agreement_drop,
             )
+        flagging = stated_flagged_share(logs)
+        if not self.rules.flags_problems(flagging):
+            log.warning(
+                "step %d is not kept: its held-out answers flag %.0f%% of the problems the "
+                "reviews state, the start's %.0f%%, a drop beyond "
+                "training.max_stated_flagging_drop (%.2f)",
+                step,
+                100 * flagging,
+                100 * self.rules.start_flagging,
+                self.rules.max_flagging_drop,
+            )
         untrained = untrained_scores(logs)
         for task, score in self.rules.worse_untrained(untrained).items():
             log.warning(
@@ -204,7 +219,7 @@ class KeepBest(TrainerCallback):
                 self.rules.max_untrained_drop,
             )
         reward, entropy = logs["eval_reward"], logs.get("eval_entropy")
-        if self.rules.observe(step, reward, entropy, truncated, agreement, untrained):
+        if self.rules.observe(step, reward, entropy, truncated, agreement, untrained, flagging):
             with tempfile.TemporaryDirectory(prefix="tucano-best-") as tmp:
                 model.save_pretrained(tmp)
                 self.store.put_dir(tmp, f"{self.folder}/{BEST_FOLDER}")
@@ -214,6 +229,7 @@ class KeepBest(TrainerCallback):
                     "step": step,
                     "eval_reward": reward,
                     "star_agreement": agreement,
+                    "stated_flagged": flagging,
                     "untrained": untrained,
                 },
             )

@@ -1,4 +1,5 @@
-"""How the held-out answers' sentiment reads the reviews' stars, logged with every eval.
+"""How the held-out answers' sentiment reads the reviews' stars, and how many of the problems the
+customers wrote down they flag, logged with every eval.
 
 The held-out reward can rise while the policy says one sentiment to every review: seed 456 of a
 cpu_smol run learned "negativo" for all (0 of 25 four- and five-star eval reviews), and its
@@ -7,6 +8,12 @@ Each scored batch logs, through TRL's `log_metric`, how many extraction answers 
 star reviews say the sentiment the stars call for; the stop rules keep no step whose agreement is
 below the start's (stopping.py). The measure is the monitor's (tasks/production/checks.py): the
 mean of the two groups' shares, so a constant answer reads 50% whatever the mix.
+
+The issue flags can swing the same way: three seeds of cpu_smol's runs turned the delivery flag
+off for every review (1, 2 and 20 of 120 eval reviews flagged, the SFT model 81) while their
+held-out reward rose, and each was judged significantly worse than its start. So each batch also
+logs the problems the reward's reading finds stated in the reviews (rewards/review_evidence.py)
+and how many of them the answers flag.
 """
 
 from __future__ import annotations
@@ -16,10 +23,11 @@ from typing import Any
 
 from rewards import RewardFunction
 from rewards.common import completion_text
-from rewards.extraction import stated_sentiment
-from rewards.review_evidence import STAR_GROUPS, star_sentiment
+from rewards.extraction import parse_json_object, stated_sentiment
+from rewards.review_evidence import STAR_GROUPS, read_review, star_sentiment
 
 JUDGED = ("negativo", "positivo")
+STATED_KEYS = ("stated_problems/flagged", "stated_problems/stated")
 
 
 def _keys(group: str) -> tuple[str, str]:
@@ -27,9 +35,9 @@ def _keys(group: str) -> tuple[str, str]:
 
 
 def with_star_agreement(functions: list[RewardFunction]) -> list[RewardFunction]:
-    """`functions`, the first extraction one also logging each batch's counts (counts, not
-    shares: TRL averages a metric over the batches of a log, and an eval of several batches then
-    keeps the ratio of the sums)."""
+    """`functions`, the first extraction one also logging each batch's counts of sentiments as
+    the stars say and of stated problems flagged (counts, not shares: TRL averages a metric over
+    the batches of a log, and an eval of several batches then keeps the ratio of the sums)."""
     index = next((i for i, f in enumerate(functions) if f.task == "extraction"), None)  # type: ignore[attr-defined]
     if index is None:
         return functions
@@ -52,11 +60,44 @@ def with_star_agreement(functions: list[RewardFunction]) -> list[RewardFunction]
             agreed_key, reviews_key = _keys(group)
             log_metric(agreed_key, agreed)
             log_metric(reviews_key, reviews)
+        flagged, stated = _stated_flagged(completions, task, stars, columns)
+        log_metric(STATED_KEYS[0], flagged)
+        log_metric(STATED_KEYS[1], stated)
         return scores
 
     reward.__name__ = scorer.__name__
     reward.task = scorer.task  # type: ignore[attr-defined]
     return [*functions[:index], reward, *functions[index + 1 :]]
+
+
+def _stated_flagged(
+    completions: Sequence[Any],
+    task: Sequence[str],
+    stars: Sequence[int | None],
+    columns: dict[str, Any],
+) -> tuple[int, int]:
+    """(stated problems the answers flag, problems the reviews state) over a batch's extraction
+    answers."""
+    texts = columns.get("review_text") or [None] * len(completions)
+    late = columns.get("gold_delivered_late") or [None] * len(completions)
+    flagged = stated = 0
+    for completion, row_task, row_stars, text, row_late in zip(
+        completions, task, stars, texts, late, strict=True
+    ):
+        if row_task != "extraction" or row_stars is None:
+            continue
+        problems = read_review(text, row_stars, row_late).stated_problems()
+        data, _ = parse_json_object(completion_text(completion))
+        stated += len(problems)
+        flagged += sum(data is not None and data.get(name) is True for name in problems)
+    return flagged, stated
+
+
+def stated_flagged_share(logs: dict[str, Any], prefix: str = "eval_") -> float | None:
+    """The share of the problems the held-out reviews state that the answers flag; None where
+    they state none."""
+    flagged, stated = (logs.get(prefix + key) for key in STATED_KEYS)
+    return flagged / stated if flagged is not None and stated else None
 
 
 def group_agreement(logs: dict[str, Any], prefix: str = "eval_") -> dict[str, float]:
@@ -79,12 +120,12 @@ def balanced_agreement(logs: dict[str, Any], prefix: str = "eval_") -> float | N
 
 
 def agreement_words(logs: dict[str, Any], prefix: str = "eval_") -> str:
-    """The end of a log line, ", sentiment as the stars say: 1-2 stars 12%, 4-5 stars 100%"; empty
-    where no 1-2 or 4-5 star review was answered. A policy that swings to one sentiment shows
-    here at the step it happens: on SmolLM2 one GRPO step turned the next step's one-star
-    samples from 3 of 4 "negativo" to 1 of 8, long before the next held-out eval."""
+    """The end of a log line, ", sentiment as the stars say: 1-2 stars 12%, 4-5 stars 100%, stated
+    problems flagged 80%"; empty where no review was judged. A policy that swings to one
+    sentiment shows here at the step it happens: on SmolLM2 one GRPO step turned the next step's
+    one-star samples from 3 of 4 "negativo" to 1 of 8, long before the next held-out eval."""
     shares = group_agreement(logs, prefix)
-    if not shares:
-        return ""
     parts = ", ".join(f"{STAR_GROUPS[group]} stars {share:.0%}" for group, share in shares.items())
-    return f", sentiment as the stars say: {parts}"
+    words = f", sentiment as the stars say: {parts}" if shares else ""
+    flagged = stated_flagged_share(logs, prefix)
+    return words + (f", stated problems flagged {flagged:.0%}" if flagged is not None else "")

@@ -12,7 +12,9 @@ CHANGELOG.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.
 its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
 An eval whose answers read the reviews' stars worse than the start's did (star_agreement.py), by
 more than `max_agreement_drop` (one review of a handful is noise, a swing to one sentiment is not),
-is never best: the start is, at worst. So is an eval that makes a task the run does not train
+is never best: the start is, at worst. So is one that flags fewer of the problems the held-out
+reviews state than the start did, by more than `max_flagging_drop` (an issue flag turned off for
+every review), and one that makes a task the run does not train
 worse than the start did, by more than `max_untrained_drop` (untrained.py). The state
 round-trips through a dict, so it is saved with every checkpoint and a resumed run decides
 exactly as an uninterrupted one.
@@ -39,6 +41,8 @@ class StopRules:
     entropy_evals: int = 2
     max_truncated: float | None = None
     max_agreement_drop: float = 0.0
+    # None: the stated problems' flags are not held to the start's.
+    max_flagging_drop: float | None = None
     max_untrained_drop: float = 0.0
     best_reward: float = -math.inf
     # The best eval's share of answers cut beyond `max_truncated` (0 within it): lower wins first.
@@ -46,6 +50,8 @@ class StopRules:
     best_step: int | None = None
     # The first eval's (the start's) agreement of the sentiment with the stars.
     start_agreement: float | None = None
+    # The start's share of the problems the held-out reviews state that its answers flag.
+    start_flagging: float | None = None
     # The start's mean reward on each task the run does not train.
     start_untrained: dict[str, float] | None = None
     evals_since_best: int = 0
@@ -61,16 +67,20 @@ class StopRules:
         truncated: float | None = None,
         agreement: float | None = None,
         untrained: dict[str, float] | None = None,
+        flagging: float | None = None,
     ) -> bool:
         """Record one eval (`truncated`: the share of its answers cut at the token limit;
         `agreement`: how its sentiments read the stars; `untrained`: its mean reward on each task
-        the run does not train); True when it is a new best."""
+        the run does not train; `flagging`: the share of the stated problems its answers flag);
+        True when it is a new best."""
         if self.best_step is None:
             self.start_agreement, self.start_untrained = agreement, untrained
+            self.start_flagging = flagging
         within = self.max_truncated is None or truncated is None or truncated <= self.max_truncated
         cut = 0.0 if within else truncated
         improved = self.best_step is None or (
             self.reads_stars(agreement)
+            and self.flags_problems(flagging)
             and not self.worse_untrained(untrained)
             and (
                 cut < self.best_cut
@@ -98,6 +108,16 @@ class StopRules:
             agreement is None
             or self.start_agreement is None
             or agreement >= self.start_agreement - self.max_agreement_drop - TOLERANCE_SLACK
+        )
+
+    def flags_problems(self, flagging: float | None) -> bool:
+        """Whether an eval flags the problems the reviews state as often as the start's, give or
+        take `max_flagging_drop`."""
+        return (
+            self.max_flagging_drop is None
+            or flagging is None
+            or self.start_flagging is None
+            or flagging >= self.start_flagging - self.max_flagging_drop - TOLERANCE_SLACK
         )
 
     def worse_untrained(self, untrained: dict[str, float] | None) -> dict[str, float]:

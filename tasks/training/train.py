@@ -442,6 +442,7 @@ def stop_rules(training: TrainingConfig) -> StopRules:
         entropy_evals=guard.evals,
         max_truncated=training.max_heldout_truncation,
         max_agreement_drop=training.max_star_agreement_drop,
+        max_flagging_drop=training.max_stated_flagging_drop,
         max_untrained_drop=training.max_untrained_drop,
     )
 
