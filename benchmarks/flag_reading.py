@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rewards.review_evidence import ISSUES  # noqa: E402
+from rewards.review_evidence import ISSUES
 
 LOW_STARS = 2
 
