@@ -17,7 +17,7 @@ from typing import Any
 
 from rewards.common import fold
 from rewards.extraction import parse_json_object
-from rewards.review_evidence import IMPLIED, ISSUES, STATED, read_review
+from rewards.review_evidence import IMPLIED, ISSUES, read_review
 
 # (field, measure): what is counted, in report order.
 MEASURES = (
@@ -52,9 +52,10 @@ def field_agreement(
         if data is None:
             continue
         reading = read_review(text, stars, late)
+        stated = reading.stated_problems()
         for issue in ISSUES:
             expected, flagged = reading.fields[issue], data.get(issue) is True
-            if expected.weight == STATED and True in expected.right:
+            if issue in stated:
                 count(issue, "flagged where stated", flagged)
             elif expected.weight >= IMPLIED and False in expected.right:
                 count(issue, "flagged where ruled out", flagged)
