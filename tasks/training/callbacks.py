@@ -23,7 +23,7 @@ from tasks.core import signals
 from tasks.core.progress import Progress
 from tasks.core.store import ArtifactStore
 from tasks.training.checkpoints import RunCheckpoints
-from tasks.training.star_agreement import (
+from tasks.training.reading_counts import (
     agreement_words,
     balanced_agreement,
     stated_flagged_share,

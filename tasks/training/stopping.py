@@ -10,7 +10,7 @@ that cuts fewer answers is best: GRPO's rewards do not see an answer that goes o
 and such an adapter scored well (seed 1 of cpu_tiny: every SQL answer cut at the limit,
 CHANGELOG.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.49 while
 its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
-An eval whose answers read the reviews' stars worse than the start's did (star_agreement.py), by
+An eval whose answers read the reviews' stars worse than the start's did (reading_counts.py), by
 more than `max_agreement_drop` (one review of a handful is noise, a swing to one sentiment is not),
 is never best: the start is, at worst. So is one that flags fewer of the problems the held-out
 reviews state than the start did, by more than `max_flagging_drop` (an issue flag turned off for

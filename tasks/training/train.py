@@ -35,8 +35,8 @@ from tasks.training.backends import (
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.heldout import with_heldout_sampling
 from tasks.training.prompt_order import stratified_stream
+from tasks.training.reading_counts import with_reading_counts
 from tasks.training.rollout import with_engine
-from tasks.training.star_agreement import with_star_agreement
 from tasks.training.stopping import StopRules
 from tasks.training.untrained import UntrainedTasks, untrained_rows, with_untrained_heldout
 
@@ -129,11 +129,12 @@ def reward_functions(
 ) -> list[RewardFunction]:
     """GDPO (per-component normalisation) needs the components as separate functions; the seed's
     summed reward needs one total per task. A rollout cut at max_completion_length is scored as
-    cut, as evaluation scores it. Extraction's also logs how the sentiments read the stars."""
+    cut, as evaluation scores it. Extraction's also logs how the sentiments read the stars and how
+    many stated problems the answers flag."""
     budget = TokenBudget(training.max_completion_length, frozenset({tokenizer.eos_token_id}))
     if training.multi_objective_aggregation == "normalize_then_sum":
-        return with_star_agreement(trl_component_functions(database, budget))
-    return with_star_agreement(trl_reward_functions(database, budget))
+        return with_reading_counts(trl_component_functions(database, budget))
+    return with_reading_counts(trl_reward_functions(database, budget))
 
 
 def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]:

@@ -34,7 +34,7 @@ def _keys(group: str) -> tuple[str, str]:
     return f"stars_{group}/agreed", f"stars_{group}/reviews"
 
 
-def with_star_agreement(functions: list[RewardFunction]) -> list[RewardFunction]:
+def with_reading_counts(functions: list[RewardFunction]) -> list[RewardFunction]:
     """`functions`, the first extraction one also logging each batch's counts of sentiments as
     the stars say and of stated problems flagged (counts, not shares: TRL averages a metric over
     the batches of a log, and an eval of several batches then keeps the ratio of the sums)."""

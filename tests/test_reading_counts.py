@@ -1,4 +1,5 @@
-"""The held-out split balanced by star group, and how each eval logs the stars' agreement."""
+"""The held-out split balanced by star group, and how each eval logs the stars' agreement and
+the stated problems flagged."""
 
 import json
 import logging
@@ -10,11 +11,11 @@ import pytest
 
 from rewards import trl_component_functions, trl_reward_functions
 from tasks.training.callbacks import LogSteps
-from tasks.training.star_agreement import (
+from tasks.training.reading_counts import (
     agreement_words,
     balanced_agreement,
     stated_flagged_share,
-    with_star_agreement,
+    with_reading_counts,
 )
 from tasks.training.train import split_heldout
 
@@ -71,7 +72,7 @@ def _answer(sentiment: str) -> list[dict[str, str]]:
 
 @pytest.mark.parametrize("functions", [trl_reward_functions, trl_component_functions])
 def test_the_first_extraction_function_logs_the_counts_once_a_batch(functions) -> None:
-    wrapped = with_star_agreement(functions())
+    wrapped = with_reading_counts(functions())
     logged: list[tuple[str, float]] = []
     said = ["negativo", "negativo", "positivo", "negativo", "neutro", "positivo"]
     stars = [1, 2, 5, 4, 3, None]
@@ -100,7 +101,7 @@ def test_the_first_extraction_function_logs_the_counts_once_a_batch(functions) -
 def test_each_batch_logs_the_stated_problems_and_how_many_the_answers_flag() -> None:
     """Three seeds of cpu_smol turned the delivery flag off for every review while their held-out
     reward rose: the count of stated problems flagged is what shows it."""
-    wrapped = with_star_agreement(trl_reward_functions())
+    wrapped = with_reading_counts(trl_reward_functions())
     logged: dict[str, float] = {}
     reviews = [
         ("Não recebi o produto e o vendedor não responde", {"delivery_issue": True}),
