@@ -42,9 +42,13 @@ def flag_probabilities(model_dir: Path, rows: list[dict]) -> dict[str, list[tupl
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    true_id, false_id = (
-        tokenizer.encode(word, add_special_tokens=False)[0] for word in (" true", " false")
-    )
+    encoded_words = [
+        tokenizer.encode(word, add_special_tokens=False) for word in (" true", " false")
+    ]
+    if any(len(ids) != 1 for ids in encoded_words):
+        # The odds compare the two words' first tokens: a word of several tokens is not one choice.
+        raise SystemExit(f"{model_dir}: its tokenizer writes ' true' or ' false' in several tokens")
+    (true_id,), (false_id,) = encoded_words
     found: dict[str, list[tuple[float, bool]]] = {issue: [] for issue in ISSUES}
     for row in rows:
         prompt = tokenizer.apply_chat_template(
