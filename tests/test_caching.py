@@ -73,6 +73,19 @@ def test_every_cached_stage_is_found() -> None:
             {"tasks.evaluation.eval_summary", "tasks.evaluation.stats", "tasks.evaluation.plots"},
             {"tasks.training.train"},
         ),
+        # SFT's callbacks are its own: GRPO's stop rules, reward logging and rollouts are not
+        # SFT's code, and a change to them leaves its (7-minute) model where it is.
+        (
+            "sft",
+            {"tasks.training.run_callbacks", "tasks.training.checkpoints"},
+            {
+                "tasks.training.callbacks",
+                "tasks.training.stopping",
+                "tasks.training.reading_counts",
+                "tasks.training.rollout",
+                "tasks.training.train",
+            },
+        ),
         ("prepare-data", {"tasks.prep.orders", "rewards.extraction"}, {"tasks.training.train"}),
         ("evaluate-model", {"tasks.training.model", "rewards.sql_sandbox"}, {"tasks.prep.orders"}),
     ],

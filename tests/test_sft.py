@@ -14,7 +14,7 @@ from configs.recipe import LoraConfig, SftConfig
 from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
-from tasks.training import callbacks
+from tasks.training import run_callbacks
 from tasks.training.sft import SftError, sft_examples, sft_key, train_sft
 
 from .conftest import small_training_inputs
@@ -56,17 +56,17 @@ def test_sft_gives_plain_weights_and_a_crashed_run_resumes_to_the_same_model(
 
     again = ArtifactStore(tmp_path / "b")
     data, base = small_training_inputs(again)
-    original = callbacks.LogSteps.on_log
+    original = run_callbacks.LogLoss.on_log
 
     def crash_at_step_3(self, args, state, control, logs=None, **kwargs):
         if state.global_step == 3:
             raise RuntimeError("simulated crash at step 3")
         return original(self, args, state, control, logs=logs, **kwargs)
 
-    monkeypatch.setattr(callbacks.LogSteps, "on_log", crash_at_step_3)
+    monkeypatch.setattr(run_callbacks.LogLoss, "on_log", crash_at_step_3)
     with pytest.raises(RuntimeError, match="simulated crash"):
         train_sft(config, LoraConfig(), data, base, again)
-    monkeypatch.setattr(callbacks.LogSteps, "on_log", original)
+    monkeypatch.setattr(run_callbacks.LogLoss, "on_log", original)
     with caplog.at_level("INFO", logger="tucano.sft"):
         resumed = train_sft(config, LoraConfig(), data, base, again)
     assert "resuming at step 2" in caplog.text

@@ -1,10 +1,9 @@
-"""The TRL/transformers callbacks that make a GRPO run observable, resumable and self-stopping.
+"""The TRL/transformers callbacks of a GRPO run alone (those SFT shares are in run_callbacks.py).
 
-Each one does one thing: log a readable line per step; report the stage's progress; upload
-checkpoints into the store; turn a SIGTERM or SIGINT into a final checkpoint; apply the dynamic
-task weights; keep the best adapter and stop early. The stateful ones (task weighting, stop
-rules) write their state into every checkpoint and read it back on resume, so a resumed run
-behaves exactly like an uninterrupted one.
+Each one does one thing: log a readable line per step; apply the dynamic task weights; keep the
+best adapter and stop early. The stateful ones (task weighting, stop rules) write their state
+into every checkpoint and read it back on resume, so a resumed run behaves exactly like an
+uninterrupted one.
 """
 
 from __future__ import annotations
@@ -19,8 +18,6 @@ import torch
 from transformers import TrainerCallback
 
 from rewards import SCORERS, RewardFunction
-from tasks.core import signals
-from tasks.core.progress import Progress
 from tasks.core.store import ArtifactStore
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.reading_counts import (
@@ -28,6 +25,7 @@ from tasks.training.reading_counts import (
     balanced_agreement,
     stated_flagged_share,
 )
+from tasks.training.run_callbacks import checkpoint_dir
 from tasks.training.stopping import HELDOUT_TRUNCATED, StopRules
 from tasks.training.task_weighting import TaskWeighting
 from tasks.training.untrained import untrained_scores
@@ -42,10 +40,6 @@ BEST_FOLDER, BEST_RECORD = "best", "best.json"
 def _saved_state(resume: Path | None, name: str) -> dict[str, Any] | None:
     path = resume / name if resume else None
     return json.loads(path.read_text()) if path is not None and path.exists() else None
-
-
-def _checkpoint_dir(args: Any, state: Any) -> Path:
-    return Path(args.output_dir) / f"checkpoint-{state.global_step}"
 
 
 class LogSteps(TrainerCallback):
@@ -66,14 +60,6 @@ class LogSteps(TrainerCallback):
                 logs.get("learning_rate", float("nan")),
                 agreement_words(logs, prefix=""),
             )
-        if logs and "loss" in logs and "reward" not in logs:  # supervised fine-tuning
-            log.info(
-                "step %d/%d loss %.4f lr %.2e",
-                state.global_step,
-                state.max_steps,
-                logs["loss"],
-                logs.get("learning_rate", float("nan")),
-            )
         if logs and "eval_reward" in logs:
             log.info(
                 "eval at step %d: held-out reward %.4f, entropy %.3f%s",
@@ -82,44 +68,6 @@ class LogSteps(TrainerCallback):
                 logs.get("eval_entropy", float("nan")),
                 agreement_words(logs),
             )
-
-
-class ReportProgress(TrainerCallback):
-    """Each optimizer step as the stage's progress: a line in the terminal with the time left,
-    and the run's progress artifact in the Prefect UI."""
-
-    def __init__(self, stage: str):
-        self.stage = stage
-        self.progress: Progress | None = None
-
-    def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        self.progress = Progress(self.stage, state.max_steps, "steps", done=state.global_step)
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        if self.progress is not None:
-            self.progress.advance(state.global_step)
-
-
-class UploadCheckpoints(TrainerCallback):
-    """Copies each saved checkpoint into the store (marker last) as soon as it exists."""
-
-    def __init__(self, checkpoints: RunCheckpoints):
-        self.checkpoints = checkpoints
-
-    def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        local = _checkpoint_dir(args, state)
-        if local.is_dir():
-            self.checkpoints.upload(local, state.global_step)
-
-
-class StopOnSignal(TrainerCallback):
-    """A SIGTERM or SIGINT during training (tasks/core/signals.py): finish the step in progress,
-    save a checkpoint (uploaded by `UploadCheckpoints`) and stop."""
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        if signals.requested():
-            control.should_save = True
-            control.should_training_stop = True
 
 
 class ApplyTaskWeights(TrainerCallback):
@@ -157,7 +105,7 @@ class ApplyTaskWeights(TrainerCallback):
         log.info("task weights %s", {t: round(w, 3) for t, w in self.weighting.weights.items()})
 
     def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        state_file = _checkpoint_dir(args, state) / TASK_WEIGHTING_FILE
+        state_file = checkpoint_dir(args, state) / TASK_WEIGHTING_FILE
         state_file.write_text(json.dumps(self.weighting.state_dict()))
 
 
@@ -240,7 +188,7 @@ class KeepBest(TrainerCallback):
             control.should_training_stop = True
 
     def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        state_file = _checkpoint_dir(args, state) / STOP_RULES_FILE
+        state_file = checkpoint_dir(args, state) / STOP_RULES_FILE
         state_file.write_text(json.dumps(self.rules.state_dict()))
 
 

@@ -213,7 +213,7 @@ def _train_sft_unlocked(
     from transformers.trainer_callback import PrinterCallback
     from trl import SFTTrainer
 
-    from tasks.training import callbacks
+    from tasks.training import run_callbacks
 
     rows = store.read_jsonl(data.train)
     if answer_limit is not None:
@@ -257,10 +257,10 @@ def _train_sft_unlocked(
             processing_class=tokenizer,
             peft_config=None if config.full_finetune else peft_lora_config(lora),
             callbacks=[
-                callbacks.UploadCheckpoints(checkpoints),
-                callbacks.LogSteps(),
-                callbacks.ReportProgress("SFT"),
-                callbacks.StopOnSignal(),
+                run_callbacks.UploadCheckpoints(checkpoints),
+                run_callbacks.LogLoss(),
+                run_callbacks.ReportProgress("SFT"),
+                run_callbacks.StopOnSignal(),
             ],
         )
         trainer.remove_callback(PrinterCallback)

@@ -264,7 +264,7 @@ def build_trainer(
     from transformers import set_seed
     from transformers.trainer_callback import PrinterCallback
 
-    from tasks.training import callbacks
+    from tasks.training import callbacks, run_callbacks
 
     database = str(data.local_database(store))
     functions = reward_functions(training, database, policy.tokenizer)
@@ -297,10 +297,10 @@ def build_trainer(
         # The stateful callbacks come first, so their state is in a checkpoint before upload.
         callbacks=[
             *stateful,
-            callbacks.UploadCheckpoints(checkpoints),
+            run_callbacks.UploadCheckpoints(checkpoints),
             callbacks.LogSteps(),
-            callbacks.ReportProgress(f"GRPO seed {seed}"),
-            callbacks.StopOnSignal(),
+            run_callbacks.ReportProgress(f"GRPO seed {seed}"),
+            run_callbacks.StopOnSignal(),
         ],
         **extra,
     )
