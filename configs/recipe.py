@@ -90,6 +90,15 @@ class DataConfig(_Strict):
         "answers to: every SFT example, rollout and evaluation prompt is that much shorter. "
         "`tucano analyze` asks the production model as the recipe says.",
     )
+    unseen_months: int = Field(
+        0,
+        ge=0,
+        description="The data's last this many calendar months, by purchase date, give no "
+        "extraction or push prompt to either split: their reviews stay unseen, for `tucano "
+        "analyze` to read as a trained model meets new ones (benchmarks/unseen_month.py). As the "
+        "data grows the months held out move with it, so scheduled retraining still learns from "
+        "the months before. SQL questions and data summaries read the whole database.",
+    )
     eval_share: float = Field(
         0.1,
         gt=0,

@@ -3,12 +3,15 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from configs.recipe import DataConfig
 from rewards import TASKS
 from rewards.context import CONTEXT_KEYS
 from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
 from tasks.prep.database import query
+from tasks.prep.errors import DataTooSmall
 from tasks.prep.olist import fingerprint_source
 
 from .conftest import SHIPPED_DATA
@@ -152,6 +155,36 @@ def test_growing_data_never_moves_a_train_prompt_into_eval(tmp_path: Path) -> No
     assert not orders(old_train) & orders(new_eval)
     assert not ids(old_train) & ids(new_eval)  # SQL questions and summary slices too
     assert not orders(old_eval) & orders(new_train)  # an eval order stays eval
+
+
+def test_the_last_months_orders_give_no_prompt(prepared, tmp_path: Path) -> None:
+    """`data.unseen_months` leaves the data's last months to `tucano analyze`, unseen: no
+    extraction or push prompt of either split is an order purchased in them (the shipped data
+    ends in June 2018), where without it their orders are dealt like any other; so many months
+    that too few reviews are left says so by name."""
+
+    def purchased_from(store: ArtifactStore, manifest, month: str) -> int:
+        rows = store.read_jsonl(manifest.train) + store.read_jsonl(manifest.eval)
+        ids = ",".join(f"'{r['order_id']}'" for r in rows if r["order_id"])
+        database = Path(store.path(manifest.database))
+        ((count,),) = query(
+            database,
+            f"SELECT COUNT(*) FROM orders WHERE order_id IN ({ids}) "
+            f"AND order_purchase_timestamp >= '{month}'",
+        )
+        return count
+
+    assert purchased_from(*prepared, "2018-06-01") > 0
+    store = ArtifactStore(tmp_path / "cut")
+    source = fingerprint_source(str(SHIPPED_DATA))
+    manifest = prepare_data(source, DataConfig(unseen_months=2), store)
+    assert manifest.counts == prepared[1].counts
+    assert purchased_from(store, manifest, "2018-05-01") == 0
+    assert purchased_from(store, manifest, "2018-04-01") > 0
+    with pytest.raises(
+        DataTooSmall, match=r"purchased before 2017-07-01 \(data.unseen_months: 12\)"
+    ):
+        prepare_data(source, DataConfig(unseen_months=12), ArtifactStore(tmp_path / "year"))
 
 
 def test_an_empty_cell_is_null_in_the_database_and_never_a_question(prepared) -> None:

@@ -40,7 +40,14 @@ def _deal_orders(
     orders: pd.DataFrame, config: DataConfig, rng: random.Random
 ) -> dict[str, pd.DataFrame]:
     """Disjoint order sets for extraction/push x eval/train. An order's side comes from its id
-    alone (tasks/prep/split.py); which orders of a side are used is drawn with `rng`."""
+    alone (tasks/prep/split.py); which orders of a side are used is drawn with `rng`, from those
+    purchased before the data's last `config.unseen_months` months."""
+    dated = ""
+    if config.unseen_months:
+        purchased = orders["order_purchase_timestamp"]
+        cutoff = (purchased.max().to_period("M") - (config.unseen_months - 1)).start_time
+        orders = orders[purchased < cutoff]
+        dated = f" purchased before {cutoff:%Y-%m-%d} (data.unseen_months: {config.unseen_months})"
     permutation = list(range(len(orders)))
     rng.shuffle(permutation)
     shuffled = orders.iloc[permutation]
@@ -56,11 +63,13 @@ def _deal_orders(
         with_text = pool[pool.apply(has_review_text, axis=1)]
         require(
             len(with_text), counts["extraction"], side=side, task="extraction",
-            what="orders with a review comment",
+            what=f"orders with a review comment{dated}",
         )  # fmt: skip
         extraction = with_text.iloc[: counts["extraction"]]
         rest = pool[~pool["order_id"].isin(extraction["order_id"])]
-        require(len(rest), counts["push"], side=side, task="push", what="orders left for push")
+        require(
+            len(rest), counts["push"], side=side, task="push", what=f"orders left for push{dated}"
+        )
         dealt[f"{side}_extraction"] = extraction
         dealt[f"{side}_push"] = rest.iloc[: counts["push"]]
     return dealt
