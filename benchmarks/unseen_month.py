@@ -4,7 +4,8 @@ and a person's reading.
 The month's orders (by purchase date) and their reviews, items, payments and customers, with
 every product and seller, go to a folder of their own; `tucano analyze` reads it with a seed's
 model of the store's latest pipeline run (by default the seed with the best extraction score on
-the eval split), skipping the reviews of orders that model was trained or judged on. The tables
+the eval split), skipping the reviews of orders that model was trained or judged on (none, when
+the recipe holds the month out: `data.unseen_months`). The tables
 give what the issue's check asks: every review parsed or accounted for, the share cut at the
 token limit, sentiment as the stars say per star group, the monitor's decision; and, for June
 2018, each issue flag against `data/audit/june2018_low_star_readings.jsonl` (its one- and
