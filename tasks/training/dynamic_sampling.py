@@ -22,6 +22,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from tasks.training.prompt_order import stratified_stream
+from tasks.training.run_callbacks import checkpoint_dir
 
 STATE_FILE = "dynamic_sampling.json"
 # Advantages of a zero-variance group are zero up to the rounding of a mean of equal floats.
@@ -131,8 +132,9 @@ class SaveStreamPosition(TrainerCallback):
         self.stream = stream
 
     def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        (folder / STATE_FILE).write_text(json.dumps({"position": self.stream.position}))
+        (checkpoint_dir(args, state) / STATE_FILE).write_text(
+            json.dumps({"position": self.stream.position})
+        )
 
 
 class GroupTiesGRPOTrainer(GRPOTrainer):
