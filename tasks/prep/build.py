@@ -36,18 +36,24 @@ from tasks.prep.sql_qa import sql_prompts
 TRAIN_FILE, EVAL_FILE, DATABASE_FILE = "train.jsonl", "eval.jsonl", "olist.sqlite"
 
 
+def _before_unseen_months(orders: pd.DataFrame, months: int) -> tuple[pd.DataFrame, str]:
+    """The orders purchased before the data's last `months` calendar months, and how an error
+    names them ("" when no month is held out)."""
+    if not months:
+        return orders, ""
+    purchased = orders["order_purchase_timestamp"]
+    cutoff = (purchased.max().to_period("M") - (months - 1)).start_time
+    named = f" purchased before {cutoff:%Y-%m-%d} (data.unseen_months: {months})"
+    return orders[purchased < cutoff], named
+
+
 def _deal_orders(
     orders: pd.DataFrame, config: DataConfig, rng: random.Random
 ) -> dict[str, pd.DataFrame]:
     """Disjoint order sets for extraction/push x eval/train. An order's side comes from its id
     alone (tasks/prep/split.py); which orders of a side are used is drawn with `rng`, from those
     purchased before the data's last `config.unseen_months` months."""
-    dated = ""
-    if config.unseen_months:
-        purchased = orders["order_purchase_timestamp"]
-        cutoff = (purchased.max().to_period("M") - (config.unseen_months - 1)).start_time
-        orders = orders[purchased < cutoff]
-        dated = f" purchased before {cutoff:%Y-%m-%d} (data.unseen_months: {config.unseen_months})"
+    orders, dated = _before_unseen_months(orders, config.unseen_months)
     permutation = list(range(len(orders)))
     rng.shuffle(permutation)
     shuffled = orders.iloc[permutation]
