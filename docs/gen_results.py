@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from docs.results import example_blocks  # noqa: E402
+from docs.results import example_blocks, example_caption  # noqa: E402
 from tasks.core.progress import duration  # noqa: E402
 
 PAGE = "results.md"
@@ -152,10 +152,7 @@ def example_text(record: dict[str, Any]) -> str:
         return ""
     return "\n".join(
         [
-            f"Seed {example['seed']}, the seed that gained most on extraction, on the eval review "
-            f"its answer improved most: what the SFT model answered (reward "
-            f"{example['sft']['reward']:.2f}) and what the seed answers after GRPO "
-            f"({example['tuned']['reward']:.2f}).",
+            example_caption(example) + ".",
             "",
             *example_blocks(example),
         ]

@@ -40,23 +40,44 @@ SHOWN_FIELDS = (
 )
 
 
-def _example(store: Any, report: dict[str, Any], eval_rows: str) -> dict[str, Any] | None:
-    """The eval review whose extraction answer the best seed changed most for the better: the
-    review, the SFT model's answer and the tuned one."""
+# The example is a complaint, where what an analyst reads matters, and the middle one: picked
+# by how much GRPO changed it, it was the review the SFT model had read worst (a one-star "não
+# recebi o produto" answered "negocios" and "would_recommend": true), the run's outlier shown as
+# its model.
+COMPLAINT_STARS = 2
+
+
+def _example(
+    store: Any, report: dict[str, Any], eval_rows: str, prompts: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The best seed's answer to the one- or two-star eval review at the median of its rewards on
+    them, beside the SFT model's: the review, both answers, and how many of the seed's answers to
+    such reviews are the SFT model's word for word."""
     per_seed = report["comparison"]["per_seed"]
     if not per_seed:
         return None
     best = max(per_seed, key=lambda seed: (per_seed[seed]["extraction"]["delta"], seed))
     scores = [json.loads(line) for line in store.read_text(eval_rows).splitlines()]
     base = {row["prompt_id"]: row for row in scores if row["model"] == "base"}
-    tuned = [row for row in scores if row.get("seed") == int(best) and row["task"] == "extraction"]
-    changed = [row for row in tuned if row["total"] > base[row["prompt_id"]]["total"]]
-    if not changed:
+    complaints = sorted(
+        (
+            row
+            for row in scores
+            if row.get("seed") == int(best)
+            and row["task"] == "extraction"
+            and prompts[row["prompt_id"]]["review_score"] <= COMPLAINT_STARS
+        ),
+        key=lambda row: (row["total"], row["prompt_id"]),
+    )
+    if not complaints:
         return None
-    row = max(changed, key=lambda r: (r["total"] - base[r["prompt_id"]]["total"], r["prompt_id"]))
+    row = complaints[(len(complaints) - 1) // 2]
     return {
         "prompt_id": row["prompt_id"],
         "seed": int(best),
+        "review": prompts[row["prompt_id"]]["prompt"][-1]["content"],
+        "complaints": len(complaints),
+        "unchanged": sum(r["completion"] == base[r["prompt_id"]]["completion"] for r in complaints),
         "sft": {
             "answer": base[row["prompt_id"]]["completion"],
             "reward": base[row["prompt_id"]]["total"],
@@ -77,9 +98,7 @@ def record(store_uri: str, wall: float, machine: str, how: str, commit: str) -> 
     report = store.read_json(latest["report"])
     folder = latest["report"].rsplit("/", 1)[0]
     prompts = {row["prompt_id"]: row for row in store.read_jsonl(latest["prepared"]["eval"])}
-    example = _example(store, report, f"{folder}/scores.jsonl")
-    if example is not None:
-        example["review"] = prompts[example["prompt_id"]]["prompt"][-1]["content"]
+    example = _example(store, report, f"{folder}/scores.jsonl", prompts)
     result = {
         "recipe": report["recipe"],
         "date": date.today().isoformat(),
@@ -152,15 +171,26 @@ def readme_block(result: dict[str, Any]) -> str:
     ]
     example = result.get("example")
     if example:
-        lines += [
-            "",
-            f"A review of the eval split, what the SFT model answered (reward "
-            f"{example['sft']['reward']:.2f}) and what seed {example['seed']} answers after GRPO "
-            f"({example['tuned']['reward']:.2f}):",
-            "",
-            *example_blocks(example),
-        ]
+        lines += ["", example_caption(example) + ":", "", *example_blocks(example)]
     return "\n".join([*lines, END])
+
+
+def example_caption(example: dict[str, Any]) -> str:
+    """Which review the example is, how it was picked, and the two answers' rewards."""
+    seed, sft, tuned = example["seed"], example["sft"], example["tuned"]
+    answers = (
+        f"What the SFT model answered (reward {sft['reward']:.2f}), and seed {seed} after GRPO, "
+        "word for word the same"
+        if sft["answer"] == tuned["answer"]
+        else f"What the SFT model answered (reward {sft['reward']:.2f}) and what seed {seed} "
+        f"answers after GRPO ({tuned['reward']:.2f})"
+    )
+    return (
+        f"The eval split's middle complaint: of its {example['complaints']} one- and two-star "
+        f"reviews, the one at the median of seed {seed}'s rewards (the seed that gained most on "
+        f"extraction; {example['unchanged']} of its {example['complaints']} answers to them are "
+        f"the SFT model's word for word). {answers}"
+    )
 
 
 def example_blocks(example: dict[str, Any]) -> list[str]:

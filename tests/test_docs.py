@@ -99,6 +99,55 @@ def test_the_readme_s_numbers_are_the_recorded_run_s() -> None:
     assert record["recipe"] == "cpu_smol" and record["verdict"]["extraction"]["seeds"] == 3
 
 
+def _scored(model: str, seed: int | None, prompt_id: str, total: float, answer: str) -> dict:
+    return {
+        "model": model,
+        "seed": seed,
+        "task": "extraction",
+        "prompt_id": prompt_id,
+        "total": total,
+        "completion": answer,
+    }
+
+
+def test_the_example_is_the_best_seed_s_middle_complaint(tmp_path: Path) -> None:
+    """Not the review GRPO changed most (the SFT model's worst reading, as it turned out), but the
+    one- or two-star review at the median of the best seed's rewards, with how many of its
+    answers to them are the SFT model's."""
+    from tasks.core.store import ArtifactStore
+
+    results = _docs_script("results")
+    stars = {"a": 1, "b": 2, "c": 1, "d": 5, "e": 2, "f": 4}
+    prompts = {
+        pid: {"review_score": n, "prompt": [{"content": f"review {pid}"}]}
+        for pid, n in stars.items()
+    }
+    base = {"a": 0.2, "b": 0.9, "c": 0.6, "d": 0.95, "e": 0.5, "f": 0.7}
+    # Seed 7 gained most: it changed "a" most (0.2 -> 0.8) and answers "c" as the SFT model did.
+    tuned = {"a": 0.8, "b": 0.9, "c": 0.6, "d": 0.95, "e": 0.7, "f": 0.1}
+    rows = [_scored("base", None, pid, total, f"sft {pid}") for pid, total in base.items()]
+    rows += [
+        _scored("seed-7", 7, pid, total, f"sft {pid}" if pid in "bc" else f"seed {pid}")
+        for pid, total in tuned.items()
+    ]
+    rows += [_scored("seed-3", 3, pid, 0.0, "{}") for pid in stars]
+    store = ArtifactStore(tmp_path)
+    store.write_text("scores.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    report = {
+        "comparison": {
+            "per_seed": {"7": {"extraction": {"delta": 0.05}}, "3": {"extraction": {"delta": -0.4}}}
+        }
+    }
+    example = results._example(store, report, "scores.jsonl", prompts)
+    # The complaints a, b, c, e by seed 7's reward: c 0.6, e 0.7, a 0.8, b 0.9; the median is e.
+    assert example["prompt_id"] == "e" and example["seed"] == 7 and example["review"] == "review e"
+    assert (example["complaints"], example["unchanged"]) == (4, 2)
+    assert (example["sft"]["reward"], example["tuned"]["reward"]) == (0.5, 0.7)
+    assert "what seed 7 answers after GRPO (0.70)" in results.example_caption(example)
+    example["tuned"]["answer"] = example["sft"]["answer"]
+    assert "word for word the same" in results.example_caption(example)
+
+
 def test_the_cli_reference_has_every_subcommand_and_option_with_its_default() -> None:
     """The command-line reference is generated from the parser `tucano` runs
     (docs/gen_cli_reference.py): every subcommand has its section, every option its row with
