@@ -24,12 +24,17 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rewards.review_evidence import read_review  # noqa: E402
+
 OLIST = ROOT / "data" / "olist"
 READINGS = {"2018-06": ROOT / "data" / "audit" / "june2018_low_star_readings.jsonl"}
 # The tables every order of the month brings its own rows of; the rest are copied whole.
@@ -120,7 +125,9 @@ def sentiment_table(rows: list[dict[str, Any]]) -> list[str]:
 
 def issue_table(rows: list[dict[str, Any]], readings: Path) -> list[str]:
     """Each issue the person read, flagged by the model as that issue and not as a delivery
-    one (a delivery complaint: flagged as delivery); and flags where the person read none."""
+    one (a delivery complaint: flagged as delivery); and flags where the person read none. Beside
+    them, how many of those complaints the reward's own reading finds stated: what SFT's
+    references teach and GRPO pays for, so what a model is taught to reach."""
     read = {row["review_id"]: row for row in map(json.loads, readings.open(encoding="utf-8"))}
     counts: Counter[str] = Counter()
     for row in rows:
@@ -129,11 +136,13 @@ def issue_table(rows: list[dict[str, Any]], readings: Path) -> list[str]:
             continue
         answer = row.get("parsed") or {}
         counts["read"] += 1
+        taught = read_review(person["review_text"], person["review_score"], None).stated_problems()
         for issue in ISSUES:
             flagged = answer.get(f"{issue}_issue") is True
             if person[f"{issue}_issue"]:
                 counts[f"{issue} stated"] += 1
                 counts[f"{issue} flagged"] += flagged
+                counts[f"{issue} taught"] += f"{issue}_issue" in taught
                 alone = issue == "delivery" or answer.get("delivery_issue") is not True
                 counts[f"{issue} flagged as such"] += flagged and alone
             else:
@@ -142,9 +151,9 @@ def issue_table(rows: list[dict[str, Any]], readings: Path) -> list[str]:
     lines = [
         f"{counts['read']} of the month's one- and two-star reviews a person read were analysed:",
         "",
-        "| issue | the person read it | flagged | flagged, and not as delivery | read none, "
-        "flagged |",
-        "|---|---:|---:|---:|---:|",
+        "| issue | the person read it | the reward's reading finds it | flagged | flagged, and "
+        "not as delivery | read none, flagged |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for issue in ISSUES:
         stated = counts[f"{issue} stated"]
@@ -152,7 +161,8 @@ def issue_table(rows: list[dict[str, Any]], readings: Path) -> list[str]:
         share = f" ({as_such / stated:.0%})" if stated else ""
         as_such_cell = "(the same)" if issue == "delivery" else f"{as_such}{share}"
         lines.append(
-            f"| {issue} | {stated} | {counts[f'{issue} flagged']} | {as_such_cell} | "
+            f"| {issue} | {stated} | {counts[f'{issue} taught']} | {counts[f'{issue} flagged']} | "
+            f"{as_such_cell} | "
             f"{counts[f'{issue} flagged anyway']} of {counts[f'{issue} not stated']} |"
         )
     return lines

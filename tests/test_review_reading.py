@@ -1,8 +1,9 @@
 """The reward's reading of a review (rewards/review_evidence.py) against 180 one- to three-star
-reviews that two people read blind to the reward code (data/audit/low_star_readings.jsonl): of
-the problems a person found, how many the reading finds stated, and how many it finds where the
-person found none. What the SFT references teach and what GRPO is paid for is this reading, so a
-model cannot flag a complaint more often than the reading finds it."""
+reviews that two people read blind to the reward code (data/audit/low_star_readings.jsonl), and
+June 2018's 70 one- and two-star reviews read for the unseen-month check: of the problems a
+person found, how many the reading finds stated, and how many it finds where the person found
+none. What the SFT references teach and what GRPO is paid for is this reading, so a model is not
+taught to flag a complaint the reading does not find."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ from rewards.review_evidence import ISSUES, STATED, read_review
 from tasks.core.caching import PROJECT_ROOT
 
 READINGS = PROJECT_ROOT / "data" / "audit" / "low_star_readings.jsonl"
+# June 2018's one- and two-star reviews, read blind for benchmarks/unseen_month.py and never to
+# write a cue: what the reading finds there is what a model trained on it is taught of a month it
+# never saw. Issue 53 asks the model for two thirds of the product and of the seller complaints;
+# its teacher finds 9 of 16 and 9 of 20.
+JUNE = PROJECT_ROOT / "data" / "audit" / "june2018_low_star_readings.jsonl"
 # Per set and issue: the least share of a person's problems the reading finds, and the most
 # share of the reviews without one where it finds one (as measured 2026-11-28, rounded down and
 # up: the dev set's misses wrote the product and seller cues; the val set was read after the
@@ -25,24 +31,28 @@ FLOORS = {
     ("val", "delivery_issue"): (0.75, 0.15),
     ("val", "product_issue"): (0.65, 0.05),
     ("val", "seller_issue"): (0.45, 0.1),
+    ("june", "delivery_issue"): (0.8, 0.15),
+    ("june", "product_issue"): (0.55, 0.05),
+    ("june", "seller_issue"): (0.45, 0.1),
 }
 
 
 def _found(review: dict, issue: str) -> bool:
     expected = read_review(
-        review["review_text"], review["review_score"], review["gold_delivered_late"]
+        review["review_text"], review["review_score"], review.get("gold_delivered_late")
     ).fields[issue]
     return expected.weight == STATED and True in expected.right
 
 
 @pytest.mark.parametrize(("group", "issue"), list(FLOORS))
 def test_the_reading_finds_the_problems_a_person_found(group: str, issue: str) -> None:
+    readings = JUNE if group == "june" else READINGS
     reviews = [
         review
-        for review in map(json.loads, READINGS.read_text(encoding="utf-8").splitlines())
-        if review["set"] == group
+        for review in map(json.loads, readings.read_text(encoding="utf-8").splitlines())
+        if review.get("set", "june") == group
     ]
-    assert len(reviews) == 90 and issue in ISSUES
+    assert len(reviews) == (70 if group == "june" else 90) and issue in ISSUES
     with_problem = [review for review in reviews if review[issue]]
     without = [review for review in reviews if not review[issue]]
     recall, false_share = FLOORS[group, issue]
