@@ -54,9 +54,17 @@ NEGATION_REACH = 2
 _CLAUSE_END = re.compile(r"[.,;:!?\n]+")
 
 
+# "Não" as customers type it in a hurry: "n recebi", "ñ retornam" ("ñ" folds to "n").
+NAO_SHORTHAND = "n"
+
+
 def clauses_of(text: str | None) -> list[list[str]]:
-    """The text's clauses as folded words: a negation does not reach past a comma or a stop."""
-    return [WORD.findall(clause) for clause in _CLAUSE_END.split(fold(text or ""))]
+    """The text's clauses as folded words, "não" whole where it was typed short: a negation does
+    not reach past a comma or a stop."""
+    return [
+        ["nao" if word == NAO_SHORTHAND else word for word in WORD.findall(clause)]
+        for clause in _CLAUSE_END.split(fold(text or ""))
+    ]
 
 
 def _cue_in(words: list[str], cue: str) -> tuple[bool, bool]:

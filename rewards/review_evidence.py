@@ -103,6 +103,15 @@ SELLER_PROBLEM = (
     "cobranc", "pessimo parceiro", "pessimo compromisso", "falta de compromisso",
     "pessima loja", "pessimo vendedor", "pessimo servico",
 )  # fmt: skip
+# What the seller did not give, told as its absence: "não tive retorno", "nem dão retorno",
+# "não foi trocado", "nem ... resolveram", "não deram nenhuma satisfação". Counted only under a
+# negation, since the same words praise a seller that gave them ("tive retorno rápido", "fácil
+# de trocar"), which the cues above, counted either way, could not carry.
+SELLER_NOT_GIVEN = (
+    "retorn", "respond", "respost", "satisfac", "contat", "atend", "troca", "estorn", "reembols",
+    "ressarc", "devolveram", "devolvem", "devolveu", "devolvid", "resolv", "soluc", "explica",
+    "posicion", "comprometimento",
+)  # fmt: skip
 WONT_RECOMMEND = (
     "nao recomendo", "nao recomendaria", "nunca mais compro", "nao compro mais", "nao comprem",
     "nao compre", "evitem", "nunca mais", "nao voltarei", "nao indico",
@@ -284,7 +293,7 @@ def read_review(text: str | None, stars: int | None, delivered_late: bool | None
     broken, unbroken = cues_said(clauses, PRODUCT_PROBLEM)
     # Negation does not clear the seller: its failures are told as what it did not give ("nem o
     # ressarcimento", "nem a devolução do dinheiro"), so a seller cue counts negated or not.
-    seller = any(cues_said(clauses, SELLER_PROBLEM))
+    seller = any(cues_said(clauses, SELLER_PROBLEM)) or cues_said(clauses, SELLER_NOT_GIVEN)[1]
     wont, _ = cues_said(clauses, WONT_RECOMMEND)
     would, would_negated = cues_said(clauses, RECOMMEND)
     returns, _ = cues_said(clauses, WILL_RETURN)

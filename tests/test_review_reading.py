@@ -23,14 +23,14 @@ JUNE = PROJECT_ROOT / "data" / "audit" / "june2018_low_star_readings.jsonl"
 # Per set and issue: the least share of a person's problems the reading finds, and the most
 # share of the reviews without one where it finds one (as measured 2026-11-28, rounded down and
 # up: the dev set's misses wrote the product and seller cues; the val set was read after the
-# second set of cues, data/audit/README.md).
+# second set of cues, and both wrote the third; June never did, data/audit/README.md).
 FLOORS = {
     ("dev", "delivery_issue"): (0.85, 0.15),
     ("dev", "product_issue"): (0.9, 0.05),
-    ("dev", "seller_issue"): (0.8, 0.1),
+    ("dev", "seller_issue"): (0.85, 0.1),
     ("val", "delivery_issue"): (0.75, 0.15),
     ("val", "product_issue"): (0.65, 0.05),
-    ("val", "seller_issue"): (0.45, 0.1),
+    ("val", "seller_issue"): (0.65, 0.1),
     ("june", "delivery_issue"): (0.8, 0.15),
     ("june", "product_issue"): (0.55, 0.05),
     ("june", "seller_issue"): (0.45, 0.1),

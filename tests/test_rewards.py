@@ -175,6 +175,15 @@ READINGS = [
     ("Cadeira azul linda, melhor do que eu estava esperando.", 5, {"delivery_issue": False}),
     ("Adorei receber o produto, recomendo.", 5, {"delivery_issue": False}),
     ("Ótimo, comprarei novamente", 5, {"churn_risk": "baixo", "would_recommend": True}),
+    # the seller's failure told as what it did not give, and the same words where it gave them
+    ("Mandei três e-mails e nem dão retorno.", 1, {"seller_issue": True}),
+    ("Veio riscado e até hoje não foi trocado.", 1, {"product_issue": True, "seller_issue": True}),
+    ("Cancelaram a compra e não estornaram o valor", 1, {"seller_issue": True}),
+    ("Tive retorno rápido da loja, ótimo atendimento!", 5, {"seller_issue": False}),
+    ("Precisei trocar o tamanho e a troca foi fácil. Adorei.", 5, {"seller_issue": False}),
+    # "não" typed short
+    ("n recebi ainda", 1, {"delivery_issue": True}),
+    ("ñ chegou", 2, {"delivery_issue": True}),
 ]
 
 
