@@ -126,8 +126,9 @@ def sentiment_table(rows: list[dict[str, Any]]) -> list[str]:
 def issue_table(rows: list[dict[str, Any]], readings: Path) -> list[str]:
     """Each issue the person read, flagged by the model as that issue and not as a delivery
     one (a delivery complaint: flagged as delivery); and flags where the person read none. Beside
-    them, how many of those complaints the reward's own reading finds stated: what SFT's
-    references teach and GRPO pays for, so what a model is taught to reach."""
+    them, how many of those complaints the reward's own reading finds in the review's words:
+    what SFT's references flag and GRPO pays for as stated (a delivery flag the references also
+    take from the order's lateness, which a person's reading does not carry)."""
     read = {row["review_id"]: row for row in map(json.loads, readings.open(encoding="utf-8"))}
     counts: Counter[str] = Counter()
     for row in rows:

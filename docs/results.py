@@ -44,7 +44,7 @@ SHOWN_FIELDS = (
 # by how much GRPO changed it, it was the review the SFT model had read worst (a one-star "não
 # recebi o produto" answered "negocios" and "would_recommend": true), the run's outlier shown as
 # its model.
-COMPLAINT_STARS = 2
+COMPLAINT_STARS = (1, 2)
 
 
 def _example(
@@ -65,7 +65,7 @@ def _example(
             for row in scores
             if row.get("seed") == int(best)
             and row["task"] == "extraction"
-            and prompts[row["prompt_id"]]["review_score"] <= COMPLAINT_STARS
+            and prompts[row["prompt_id"]].get("review_score") in COMPLAINT_STARS
         ),
         key=lambda row: (row["total"], row["prompt_id"]),
     )

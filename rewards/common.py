@@ -54,16 +54,25 @@ NEGATION_REACH = 2
 _CLAUSE_END = re.compile(r"[.,;:!?\n]+")
 
 
-# "Não" as customers type it in a hurry: "n recebi", "ñ retornam" ("ñ" folds to "n").
+# "Não" as customers type it in a hurry: "n recebi", "ñ retornam" ("ñ" folds to "n"); before a
+# number it is "número" ("pedido n 4521"), which a negation would turn into its opposite.
 NAO_SHORTHAND = "n"
+
+
+def _nao_written_whole(words: list[str]) -> list[str]:
+    return [
+        "nao"
+        if word == NAO_SHORTHAND and not (k + 1 < len(words) and words[k + 1].isdigit())
+        else word
+        for k, word in enumerate(words)
+    ]
 
 
 def clauses_of(text: str | None) -> list[list[str]]:
     """The text's clauses as folded words, "não" whole where it was typed short: a negation does
     not reach past a comma or a stop."""
     return [
-        ["nao" if word == NAO_SHORTHAND else word for word in WORD.findall(clause)]
-        for clause in _CLAUSE_END.split(fold(text or ""))
+        _nao_written_whole(WORD.findall(clause)) for clause in _CLAUSE_END.split(fold(text or ""))
     ]
 
 

@@ -117,14 +117,15 @@ def test_the_example_is_the_best_seed_s_middle_complaint(tmp_path: Path) -> None
     from tasks.core.store import ArtifactStore
 
     results = _docs_script("results")
-    stars = {"a": 1, "b": 2, "c": 1, "d": 5, "e": 2, "f": 4}
+    # "g", three stars and the seed's best answer, would move the median to "a" were it counted.
+    stars = {"a": 1, "b": 2, "c": 1, "d": 5, "e": 2, "f": 4, "g": 3}
     prompts = {
         pid: {"review_score": n, "prompt": [{"content": f"review {pid}"}]}
         for pid, n in stars.items()
     }
-    base = {"a": 0.2, "b": 0.9, "c": 0.6, "d": 0.95, "e": 0.5, "f": 0.7}
+    base = {"a": 0.2, "b": 0.9, "c": 0.6, "d": 0.95, "e": 0.5, "f": 0.7, "g": 0.9}
     # Seed 7 gained most: it changed "a" most (0.2 -> 0.8) and answers "c" as the SFT model did.
-    tuned = {"a": 0.8, "b": 0.9, "c": 0.6, "d": 0.95, "e": 0.7, "f": 0.1}
+    tuned = {"a": 0.8, "b": 0.9, "c": 0.6, "d": 0.95, "e": 0.7, "f": 0.1, "g": 0.99}
     rows = [_scored("base", None, pid, total, f"sft {pid}") for pid, total in base.items()]
     rows += [
         _scored("seed-7", 7, pid, total, f"sft {pid}" if pid in "bc" else f"seed {pid}")

@@ -178,12 +178,15 @@ READINGS = [
     # the seller's failure told as what it did not give, and the same words where it gave them
     ("Mandei três e-mails e nem dão retorno.", 1, {"seller_issue": True}),
     ("Veio riscado e até hoje não foi trocado.", 1, {"product_issue": True, "seller_issue": True}),
-    ("Cancelaram a compra e não estornaram o valor", 1, {"seller_issue": True}),
+    ("Não estornaram o valor.", 1, {"seller_issue": True}),
     ("Tive retorno rápido da loja, ótimo atendimento!", 5, {"seller_issue": False}),
     ("Precisei trocar o tamanho e a troca foi fácil. Adorei.", 5, {"seller_issue": False}),
-    # "não" typed short
+    ("Produto ótimo, nem precisei trocar.", 5, {"seller_issue": False}),
+    # "não" typed short, and "n" before a number, which is "número"
     ("n recebi ainda", 1, {"delivery_issue": True}),
     ("ñ chegou", 2, {"delivery_issue": True}),
+    ("Pedido n 123456 atrasou", 1, {"delivery_issue": True}),
+    ("Produto n 1 veio quebrado", 1, {"product_issue": True}),
 ]
 
 
