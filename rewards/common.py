@@ -51,6 +51,9 @@ WORD = re.compile(r"[a-z0-9]+")
 # quebrado", "sem nenhum defeito"); a cue that carries its own ("não recebi") is matched whole.
 NEGATORS = ("nao", "sem", "nunca", "nenhum", "nenhuma", "nem")
 NEGATION_REACH = 2
+# A negation of the need, not of the cue after it: "nem precisei trocar" says the customer needed
+# no exchange, not that the seller refused one.
+NEED_STEMS = ("precis", "necessit")
 _CLAUSE_END = re.compile(r"[.,;:!?\n]+")
 
 
@@ -84,7 +87,12 @@ def _cue_in(words: list[str], cue: str) -> tuple[bool, bool]:
     for start in range(len(words) - len(parts) + 1):
         if all(words[start + k].startswith(part) for k, part in enumerate(parts)):
             window = words[max(0, start - NEGATION_REACH) : start]
-            negated = parts[0] not in NEGATORS and any(word in NEGATORS for word in window)
+            negators = [k for k, word in enumerate(window) if word in NEGATORS]
+            negated = (
+                parts[0] not in NEGATORS
+                and bool(negators)
+                and not any(word.startswith(NEED_STEMS) for word in window[negators[-1] :])
+            )
             negated_everywhere = negated if not said else negated_everywhere and negated
             said = True
     return said, said and negated_everywhere

@@ -112,9 +112,6 @@ SELLER_NOT_GIVEN = (
     "ressarc", "devolveram", "devolvem", "devolveu", "devolvid", "resolv", "soluc", "explica",
     "posicion", "comprometimento",
 )  # fmt: skip
-# A customer who needed nothing of the seller says so with the same negation ("nem precisei
-# trocar", "não foi preciso devolver"): such a clause tells of no failure.
-NEEDED_NOTHING = ("nao precis", "nem precis", "sem precis", "nao foi precis", "nao necessit")
 WONT_RECOMMEND = (
     "nao recomendo", "nao recomendaria", "nunca mais compro", "nao compro mais", "nao comprem",
     "nao compre", "evitem", "nunca mais", "nao voltarei", "nao indico",
@@ -296,10 +293,7 @@ def read_review(text: str | None, stars: int | None, delivered_late: bool | None
     broken, unbroken = cues_said(clauses, PRODUCT_PROBLEM)
     # Negation does not clear the seller: its failures are told as what it did not give ("nem o
     # ressarcimento", "nem a devolução do dinheiro"), so a seller cue counts negated or not.
-    asked_of_seller = [clause for clause in clauses if not cues_said([clause], NEEDED_NOTHING)[0]]
-    seller = (
-        any(cues_said(clauses, SELLER_PROBLEM)) or cues_said(asked_of_seller, SELLER_NOT_GIVEN)[1]
-    )
+    seller = any(cues_said(clauses, SELLER_PROBLEM)) or cues_said(clauses, SELLER_NOT_GIVEN)[1]
     wont, _ = cues_said(clauses, WONT_RECOMMEND)
     would, would_negated = cues_said(clauses, RECOMMEND)
     returns, _ = cues_said(clauses, WILL_RETURN)
