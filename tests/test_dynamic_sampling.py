@@ -48,6 +48,16 @@ def test_batches_of_different_lengths_are_padded_on_the_right_side() -> None:
     assert merged["advantages"].tolist() == pytest.approx([0.1, -0.1, 0.2, -0.2])
 
 
+def test_groups_are_selected_on_the_device_the_advantages_are_on() -> None:
+    # The first GPU run of the pipeline (an H200) failed here at step 1: the group indices come
+    # from the advantages, on the GPU, and the row offsets were made on the CPU. The meta device
+    # stands for a GPU: it refuses a CPU operand as CUDA does.
+    batch = {key: value.to("meta") for key, value in _batch([0.1, -0.1, 0.0, 0.0], 3, 2).items()}
+    kept = select_groups(batch, torch.tensor([0], device="meta"), 2)
+    assert kept["completion_ids"].device.type == "meta"
+    assert kept["completion_ids"].shape == (2, 2)
+
+
 def test_prompt_stream_is_seeded_endless_and_resumable(tmp_path) -> None:
     rows = [{"id": i} for i in range(5)]
     first = PromptStream(rows, seed=3, resume=None)

@@ -80,6 +80,8 @@ def test_gpu_smol_follows_cpu_smol_in_the_v42_shape() -> None:
     assert gpu.sft.full_finetune == cpu.sft.full_finetune
     assert gpu.sft.max_steps * gpu.sft.batch_size >= cpu.sft.max_steps * cpu.sft.batch_size
     assert gpu.sft.task_mix == cpu.sft.task_mix
+    # ...dealt alike: unbalanced, SmolLM2 never flagged a product or seller problem.
+    assert gpu.sft.balance_issues == cpu.sft.balance_issues
 
 
 def test_default_proportions_are_the_seeds() -> None:

@@ -46,6 +46,23 @@ def test_entropy_guard(entropies: list[float], stops_at: int | None) -> None:
         assert "entropy collapse" in rules.stop_reason
 
 
+def test_an_entropy_guard_given_no_entropy_says_it_is_blind() -> None:
+    # Unsloth's GRPO computes no entropies: the first GPU run (an H200) logged "entropy nan" at
+    # every eval, and a nan start made every later comparison false, so the guard could never
+    # fire and the run's record said nothing of it.
+    rules = StopRules(patience=100, entropy_fraction=0.3, entropy_evals=2)
+    for step in range(4):
+        rules.observe(step, reward=float(step), entropy=float("nan"))
+    assert rules.stop_reason is None and rules.entropy_unmeasured
+    assert rules.outcome().startswith("max_steps reached; entropy guard blind")
+    measured = StopRules(patience=100, entropy_fraction=0.3)
+    measured.observe(0, reward=0.5, entropy=2.0)
+    assert measured.outcome() == "max_steps reached"
+    unguarded = StopRules(patience=100)
+    unguarded.observe(0, reward=0.5, entropy=float("nan"))
+    assert unguarded.outcome() == "max_steps reached"
+
+
 def test_state_round_trips_and_decides_the_same() -> None:
     first = StopRules(patience=3, entropy_fraction=0.5)
     for step, (reward, entropy) in enumerate([(0.1, 2.0), (0.3, 1.8), (0.2, 1.0)]):

@@ -26,7 +26,7 @@ from tasks.training.reading_counts import (
     stated_flagged_share,
 )
 from tasks.training.run_callbacks import checkpoint_dir
-from tasks.training.stopping import HELDOUT_TRUNCATED, StopRules
+from tasks.training.stopping import ENTROPY_UNMEASURED, HELDOUT_TRUNCATED, StopRules
 from tasks.training.task_weighting import TaskWeighting
 from tasks.training.untrained import untrained_scores
 
@@ -167,7 +167,13 @@ class KeepBest(TrainerCallback):
                 self.rules.max_untrained_drop,
             )
         reward, entropy = logs["eval_reward"], logs.get("eval_entropy")
-        if self.rules.observe(step, reward, entropy, truncated, agreement, untrained, flagging):
+        blind = self.rules.entropy_unmeasured
+        improved = self.rules.observe(
+            step, reward, entropy, truncated, agreement, untrained, flagging
+        )
+        if self.rules.entropy_unmeasured and not blind:
+            log.warning("step %d: %s", step, ENTROPY_UNMEASURED)
+        if improved:
             with tempfile.TemporaryDirectory(prefix="tucano-best-") as tmp:
                 model.save_pretrained(tmp)
                 self.store.put_dir(tmp, f"{self.folder}/{BEST_FOLDER}")

@@ -46,7 +46,9 @@ def informative_groups(advantages: torch.Tensor, group_size: int) -> torch.Tenso
 
 def select_groups(batch: dict[str, Any], groups: torch.Tensor, group_size: int) -> dict[str, Any]:
     """The rows of the given groups, for every per-completion tensor of the batch."""
-    rows = (groups.unsqueeze(1) * group_size + torch.arange(group_size)).flatten()
+    # On a GPU the groups come from the advantages, on the GPU: the offsets must be made there.
+    offsets = torch.arange(group_size, device=groups.device)
+    rows = (groups.unsqueeze(1) * group_size + offsets).flatten()
     return {
         key: value[rows.to(value.device)]
         if isinstance(value, torch.Tensor) and value.dim() >= 1

@@ -28,6 +28,10 @@ from typing import Any
 
 # TRL's log key for the share of held-out answers cut at max_completion_length.
 HELDOUT_TRUNCATED = "eval_completions/clipped_ratio"
+ENTROPY_UNMEASURED = (
+    "entropy guard blind: the held-out evals reported no entropy (Unsloth computes none), so no "
+    "entropy collapse could stop this run"
+)
 # A drop of exactly the tolerance (an agreement 100% -> 90%, a mean reward by max_untrained_drop)
 # is within it, whatever the float rounding of the two values.
 TOLERANCE_SLACK = 1e-9
@@ -57,6 +61,10 @@ class StopRules:
     evals_since_best: int = 0
     entropy_start: float | None = None
     low_entropy_evals: int = 0
+    # An eval that reported no entropy while the guard is on: Unsloth's GRPO computes none (its
+    # log-prob pass returns `entropies = None`, TRL logs nan), and a nan start makes every
+    # later comparison false, so the guard would never fire and never say so.
+    entropy_unmeasured: bool = False
     stop_reason: str | None = None
 
     def observe(
@@ -97,9 +105,19 @@ class StopRules:
                     f"early stopping: no eval-reward gain over {self.best_reward:.4f} "
                     f"(step {self.best_step}) in {self.patience} evals"
                 )
-        if self.entropy_fraction is not None and entropy is not None:
-            self._watch_entropy(entropy)
+        if self.entropy_fraction is not None:
+            if entropy is None or math.isnan(entropy):
+                self.entropy_unmeasured = True
+            else:
+                self._watch_entropy(entropy)
         return improved
+
+    def outcome(self) -> str:
+        """Why the run stopped, and whether the entropy guard could have stopped it."""
+        reason = self.stop_reason or "max_steps reached"
+        if self.entropy_unmeasured:
+            reason += f"; {ENTROPY_UNMEASURED}"
+        return reason
 
     def reads_stars(self, agreement: float | None) -> bool:
         """Whether an eval's sentiments agree with the stars as often as the start's, give or

@@ -358,7 +358,7 @@ def export_adapter(run: SeedRun) -> Adapter:
         "final_step": state.global_step,
         "best_step": rules.best_step,
         "best_eval_reward": rules.state_dict()["best_reward"],
-        "stop_reason": rules.stop_reason or "max_steps reached",
+        "stop_reason": rules.outcome(),
         "adapter": exported,
     }
     run.store.write_json(f"{run.folder}/summary.json", summary)
