@@ -227,7 +227,11 @@ class TaskWeightingConfig(_Strict):
 class EntropyGuardConfig(_Strict):
     """Stop when the policy's entropy at eval stays below a fraction of its first value."""
 
-    enabled: bool = Field(True, description="Stop a run whose entropy collapses.")
+    enabled: bool = Field(
+        True,
+        description="Stop a run whose entropy collapses. Unsloth computes no entropy: under "
+        "it the guard cannot act, and the run's stop reason says so.",
+    )
     min_fraction: float = Field(
         0.3, gt=0, lt=1, description="Entropy below this fraction of the first eval's is low."
     )
