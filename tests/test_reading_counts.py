@@ -1,5 +1,5 @@
-"""The held-out split balanced by star group, and how each eval logs the stars' agreement and
-the stated problems flagged."""
+"""The held-out split in the shares of the star groups and of the reviews that state a problem,
+and how each eval logs the stars' agreement and the stated problems flagged."""
 
 import json
 import logging
@@ -8,6 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rewards import trl_component_functions, trl_reward_functions
 from tasks.training.callbacks import LogSteps
@@ -17,36 +19,56 @@ from tasks.training.reading_counts import (
     stated_flagged_share,
     with_reading_counts,
 )
-from tasks.training.train import split_heldout
+from tasks.training.train import _shares_of, split_heldout
 
 
-def _review(index: int, stars: int) -> dict[str, Any]:
-    return {"task": "extraction", "prompt_id": f"r{index}", "review_score": stars}
+def _review(index: int, stars: int, text: str = "") -> dict[str, Any]:
+    return {
+        "task": "extraction",
+        "prompt_id": f"r{index}",
+        "review_score": stars,
+        "review_text": text,
+    }
 
 
 def _question(index: int) -> dict[str, Any]:
     return {"task": "sql_qa", "prompt_id": f"q{index}", "review_score": None}
 
 
-def test_the_heldout_reviews_take_each_star_group_in_turn_from_the_end() -> None:
-    # cpu_smol's skew: the file ends in one-star reviews.
+def test_the_heldout_reviews_hold_each_star_group_in_its_share_from_the_end() -> None:
+    # cpu_smol's skew: more one-star reviews than five-star ones.
     rows = [_review(i, 5) for i in range(10)] + [_review(10 + i, 1) for i in range(20)]
     kept, heldout = split_heldout(rows, 6)
-    assert Counter(row["review_score"] for row in heldout) == {1: 3, 5: 3}
-    assert [row["prompt_id"] for row in heldout] == ["r7", "r8", "r9", "r27", "r28", "r29"]
+    assert Counter(row["review_score"] for row in heldout) == {1: 4, 5: 2}
+    assert [row["prompt_id"] for row in heldout] == ["r8", "r9", "r26", "r27", "r28", "r29"]
     assert len(kept) == 24 and not {r["prompt_id"] for r in kept} & {
         r["prompt_id"] for r in heldout
     }
 
 
-def test_a_group_that_runs_out_leaves_its_turn_to_the_others() -> None:
-    rows = (
-        [_review(0, 3)]
-        + [_review(1 + i, 2) for i in range(5)]
-        + [_review(6 + i, 4) for i in range(5)]
-    )
-    _, heldout = split_heldout(rows, 7)
-    assert Counter(row["review_score"] for row in heldout) == {3: 1, 2: 3, 4: 3}
+def test_reviews_that_state_a_problem_are_held_out_in_their_share() -> None:
+    # A third of the one-star reviews say the order never came; drawn from the end alone, the
+    # held-out reviews would state none.
+    stated = [_review(i, 1, "Não recebi o produto até hoje") for i in range(10)]
+    silent = [_review(10 + i, 1, "Comprei para minha mãe") for i in range(20)]
+    _, heldout = split_heldout(stated + silent, 6)
+    assert sorted(row["prompt_id"] for row in heldout) == ["r26", "r27", "r28", "r29", "r8", "r9"]
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=8),
+    fraction=st.floats(min_value=0.0, max_value=1.0, exclude_max=True),
+)
+def test_a_count_is_dealt_over_groups_in_proportion_to_their_sizes(
+    sizes: list[int], fraction: float
+) -> None:
+    total = sum(sizes)
+    count = int(fraction * total)
+    dealt = _shares_of(dict(enumerate(sizes)), count)
+    assert sum(dealt.values()) == count
+    for group, size in enumerate(sizes):
+        assert 0 <= dealt[group] <= size
+        assert abs(dealt[group] - count * size / total) < 1
 
 
 def test_each_task_keeps_its_count_among_the_last_prompts() -> None:

@@ -19,7 +19,6 @@ from prefect import task
 
 from configs.recipe import LoraConfig, TrainingConfig
 from rewards import RewardFunction, TokenBudget, trl_component_functions, trl_reward_functions
-from rewards.review_evidence import star_sentiment
 from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.locks import StoreLock
@@ -34,7 +33,7 @@ from tasks.training.backends import (
 )
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.heldout import with_heldout_sampling
-from tasks.training.prompt_order import stratified_stream
+from tasks.training.prompt_order import Stratum, stratified_stream, stratum
 from tasks.training.reading_counts import with_reading_counts
 from tasks.training.rollout import with_engine
 from tasks.training.stopping import StopRules
@@ -140,32 +139,44 @@ def reward_functions(
 def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]:
     """`heldout` train prompts held out for the periodic eval (the final eval split is never seen
     in training): of each task as many as among the file's last `heldout` (it is shuffled), and of
-    a task's reviews as many of each star group (1-2, 3, 4-5) as it has, from the end. The last
-    16 of cpu_smol's extraction prompts were 9 of 1-2 stars and 4 of 4-5: an adapter that said
-    "negativo" to every review scored better on them than its start."""
+    a task's reviews, from the end, each star group (1-2, 3, 4-5) and within it the reviews that
+    state a problem and those that do not (prompt_order.stratum) in its share of the task's
+    reviews, as the eval split holds them (one hash deals both). The adapter kept is the one the
+    held-out reward chose, and the verdict is the eval split's. Held out a third per star group,
+    cpu_smol's 16 reviews were 5 of 1-2 stars and 5 of 3 (the eval split's 120: 64 and 9), and
+    the delivery flag turned on for the one- and two-star reviews of the references, +0.137 on
+    the eval split, gained 0.031 on them; drawn in the star groups' shares alone, 3 of their 9
+    unhappy reviews stated a delivery problem and it scored -0.008. A sentiment said to every
+    review is the stop rules' to refuse (stopping.py), whatever the mix."""
     if heldout >= len(rows):
         raise ValueError(
             f"training.heldout_prompts={heldout} leaves no train prompts of {len(rows)}"
         )
-    chosen: set[int] = set()
+    chosen: list[int] = []
     for task_name, count in Counter(row["task"] for row in rows[len(rows) - heldout :]).items():
-        strata: dict[str | None, list[int]] = {}
+        strata: dict[Stratum, list[int]] = {}
         for index in reversed(range(len(rows))):
             if rows[index]["task"] == task_name:
-                stars = rows[index].get("review_score")
-                group = None if stars is None else star_sentiment(stars)
-                strata.setdefault(group, []).append(index)
-        chosen.update(_in_turn(list(strata.values()), count))
-    kept = [row for index, row in enumerate(rows) if index not in chosen]
-    return kept, [rows[index] for index in sorted(chosen)]
+                strata.setdefault(stratum(rows[index], split_stated=True), []).append(index)
+        for group, quota in _shares_of(
+            {group: len(members) for group, members in strata.items()}, count
+        ).items():
+            chosen.extend(strata[group][:quota])
+    taken = set(chosen)
+    kept = [row for index, row in enumerate(rows) if index not in taken]
+    return kept, [rows[index] for index in sorted(taken)]
 
 
-def _in_turn(groups: list[list[int]], count: int) -> list[int]:
-    """`count` items taken from the groups in turn, each from its front, until they run out."""
-    taken: list[int] = []
-    for depth in range(max(map(len, groups), default=0)):
-        taken.extend(group[depth] for group in groups if depth < len(group))
-    return taken[:count]
+def _shares_of(sizes: dict[Any, int], count: int) -> dict[Any, int]:
+    """`count` dealt over groups of these sizes in proportion to them: each its whole part, then
+    one more to the largest remainders (ties to the larger group), so the parts add up to
+    `count`. No group gets more than it holds while `count` is below their sum."""
+    total = sum(sizes.values())
+    whole = {group: count * size // total for group, size in sizes.items()}
+    by_remainder = sorted(sizes, key=lambda group: (-(count * sizes[group] % total), -sizes[group]))
+    for group in by_remainder[: count - sum(whole.values())]:
+        whole[group] += 1
+    return whole
 
 
 FINAL_FOLDER = "final"
