@@ -152,7 +152,7 @@ def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]
         raise ValueError(
             f"training.heldout_prompts={heldout} leaves no train prompts of {len(rows)}"
         )
-    chosen: list[int] = []
+    chosen: set[int] = set()
     for task_name, count in Counter(row["task"] for row in rows[len(rows) - heldout :]).items():
         strata: dict[Stratum, list[int]] = {}
         for index in reversed(range(len(rows))):
@@ -161,10 +161,9 @@ def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]
         for group, quota in _shares_of(
             {group: len(members) for group, members in strata.items()}, count
         ).items():
-            chosen.extend(strata[group][:quota])
-    taken = set(chosen)
-    kept = [row for index, row in enumerate(rows) if index not in taken]
-    return kept, [rows[index] for index in sorted(taken)]
+            chosen.update(strata[group][:quota])
+    kept = [row for index, row in enumerate(rows) if index not in chosen]
+    return kept, [rows[index] for index in sorted(chosen)]
 
 
 def _shares_of(sizes: dict[Any, int], count: int) -> dict[Any, int]:
