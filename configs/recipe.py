@@ -483,6 +483,12 @@ class SftConfig(_Strict):
         "handful of times: SmolLM2 then never flagged one, not even in samples at 0.8, so GRPO "
         "had nothing to learn it from.",
     )
+    batches_by_length: bool = Field(
+        False,
+        description="Batch examples of about one length together, the batches in a seeded order, "
+        "instead of drawing each batch at random: a batch is padded to its longest example, and "
+        "cpu_smol's random batches were 31% padding, by length 0.5%.",
+    )
     cpu_bf16: bool = Field(False, description=CPU_BF16_HELP)
     gradient_checkpointing: bool = Field(True, description=GRADIENT_CHECKPOINTING_HELP)
 

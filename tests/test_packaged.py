@@ -31,7 +31,13 @@ from tasks.training import train
 from tasks.training.answering import generate, score_row
 from tasks.training.model import IM_END, IM_START, PAD_TOKEN, load_tokenizer, prepare_base_model
 from tasks.training.packaged import PackagedModelError
-from tasks.training.sft import answers_too_long, examples_too_long, sft_examples, train_sft
+from tasks.training.sft import (
+    answers_too_long,
+    example_lengths,
+    examples_too_long,
+    sft_examples,
+    train_sft,
+)
 
 from .conftest import SHIPPED_DATA, SMOL, Smol, pip_offline
 from .test_generation_settings import poisoned_copy, record_sampling
@@ -291,7 +297,8 @@ def test_the_smol_recipes_let_every_reference_answer_end(smol: Smol, tmp_path: P
     for recipe in SMOL_RECIPES:
         assert recipe.sft.enabled
         assert answers_too_long(rows, tokenizer, recipe.answer_limit()) == {}
-        assert examples_too_long(sft_examples(rows), tokenizer, recipe.sft.max_length)[0] == 0
+        lengths = example_lengths(sft_examples(rows), tokenizer)
+        assert examples_too_long(lengths, recipe.sft.max_length)[0] == 0
         trained = [row for row in rows if row["task"] in recipe.training.tasks]
         assert recipe.training.heldout_prompts <= len(trained) // 4
         train.grpo_config(recipe.training, recipe.seeds[0], tmp_path / recipe.name)

@@ -4,6 +4,7 @@ cut short resumes from its checkpoint in the store to the same weights."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -151,12 +152,12 @@ def test_examples_longer_than_sft_max_length_are_refused_before_training(tmp_pat
     """TRL would cut them where their end of turn is: refused, naming the field and the length
     that fits, before a step runs or a checkpoint is written."""
     from tasks.training.model import load_tokenizer
-    from tasks.training.sft import examples_too_long
+    from tasks.training.sft import example_lengths, examples_too_long
 
     store = ArtifactStore(tmp_path)
     data, base = small_training_inputs(store)
     examples = sft_examples(store.read_jsonl(data.train))
-    over, longest = examples_too_long(examples, load_tokenizer(base, store), 4096)
+    over, longest = examples_too_long(example_lengths(examples, load_tokenizer(base, store)), 4096)
     assert over == 0
     config = SMALL_SFT.model_copy(update={"max_length": longest - 1})
     with pytest.raises(
@@ -183,10 +184,11 @@ def test_the_smoke_recipe_lets_every_reference_answer_end(tmp_path: Path) -> Non
 
 
 def assert_every_reference_ends(recipe: Any, rows: list[dict], tokenizer: Any) -> None:
-    from tasks.training.sft import answers_too_long, examples_too_long
+    from tasks.training.sft import answers_too_long, example_lengths, examples_too_long
 
     assert answers_too_long(rows, tokenizer, recipe.answer_limit()) == {}
-    assert examples_too_long(sft_examples(rows), tokenizer, recipe.sft.max_length)[0] == 0
+    lengths = example_lengths(sft_examples(rows), tokenizer)
+    assert examples_too_long(lengths, recipe.sft.max_length)[0] == 0
 
 
 @pytest.mark.parametrize("schedule", ["constant_with_warmup", "linear"])
@@ -267,3 +269,65 @@ def test_balance_issues_without_a_task_mix_is_refused() -> None:
 def test_an_sft_task_mix_must_name_every_task() -> None:
     with pytest.raises(ValueError, match=r"sft\.task_mix must name every task"):
         SftConfig(task_mix={"extraction": 1.0})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_batched_by_length_keeps_every_example_in_batches_of_one_length(seed: int) -> None:
+    import random
+
+    from tasks.training.sft import batched_by_length
+
+    rng = random.Random(seed)
+    lengths = [rng.randint(50, 700) for _ in range(41)]
+    examples = [{"id": index} for index in range(len(lengths))]
+    ordered = batched_by_length(examples, lengths, 4, seed)
+    assert sorted(example["id"] for example in ordered) == list(range(len(lengths)))
+    batches = [ordered[at : at + 4] for at in range(0, len(ordered), 4)]
+    spans = sorted(
+        (min(lengths[e["id"]] for e in batch), max(lengths[e["id"]] for e in batch))
+        for batch in batches
+    )
+    # Batches of one stretch of the sorted lengths: no batch reaches into another's span.
+    assert all(low <= high <= next_low for (low, high), (next_low, _) in itertools.pairwise(spans))
+    # In a seeded order, not shortest first: the last steps are not all of one task.
+    by_first = [lengths[batch[0]["id"]] for batch in batches]
+    assert by_first != sorted(by_first)
+    assert ordered == batched_by_length(examples, lengths, 4, seed)
+
+
+def test_sft_trains_on_the_batches_by_length_in_their_order(tmp_path: Path) -> None:
+    """With sft.batches_by_length the trainer's batches are the ones dealt, in the order dealt,
+    each padded to its own longest example: fewer padded tokens than drawn at random."""
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from tasks.training.model import load_model_and_tokenizer
+    from tasks.training.sft import batched_by_length, example_lengths, sft_args
+
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    model, tokenizer = load_model_and_tokenizer(base, store)
+    examples = sft_examples(store.read_jsonl(data.train))
+    lengths = example_lengths(examples, tokenizer)
+
+    def padded_tokens(config: SftConfig, dealt: list[dict[str, Any]]) -> int:
+        trainer = SFTTrainer(
+            model=model,
+            args=sft_args(config, tmp_path / "out"),
+            train_dataset=Dataset.from_list(dealt),
+            processing_class=tokenizer,
+        )
+        batches = list(trainer.get_train_dataloader())
+        if config.batches_by_length:
+            fed = [row for batch in batches for row in batch["input_ids"].tolist()]
+            expected = tokenizer.apply_chat_template(
+                [e["prompt"] + e["completion"] for e in dealt], tokenize=True, return_dict=True
+            )["input_ids"]
+            assert [row[: len(ids)] for row, ids in zip(fed, expected, strict=True)] == expected
+        return sum(batch["input_ids"].numel() for batch in batches)
+
+    config = SMALL_SFT.model_copy(update={"max_length": 4096, "batch_size": 4})
+    grouped = config.model_copy(update={"batches_by_length": True})
+    by_length = padded_tokens(grouped, batched_by_length(examples, lengths, 4, grouped.seed))
+    at_random = padded_tokens(config, examples)
+    assert sum(lengths) <= by_length < at_random

@@ -140,16 +140,37 @@ def answers_too_long(
     }
 
 
-def examples_too_long(
-    examples: list[dict[str, Any]], tokenizer: Any, max_length: int
-) -> tuple[int, int]:
-    """(how many, the longest in tokens) of the chat-formatted examples longer than `max_length`.
-    TRL cuts those at the end, where the answer's end of turn is: the model would learn from them
-    answers that never end, the one failure SFT is here to prevent."""
+def example_lengths(examples: list[dict[str, Any]], tokenizer: Any) -> list[int]:
+    """Each example's tokens, chat-formatted as SFTTrainer feeds it."""
     conversations = [example["prompt"] + example["completion"] for example in examples]
     encoded = tokenizer.apply_chat_template(conversations, tokenize=True, return_dict=True)
-    lengths = [len(ids) for ids in encoded["input_ids"]]
+    return [len(ids) for ids in encoded["input_ids"]]
+
+
+def examples_too_long(lengths: list[int], max_length: int) -> tuple[int, int]:
+    """(how many, the longest in tokens) of the examples longer than `max_length`. TRL cuts those
+    at the end, where the answer's end of turn is: the model would learn from them answers that
+    never end, the one failure SFT is here to prevent."""
     return sum(n > max_length for n in lengths), max(lengths)
+
+
+def batched_by_length(
+    examples: list[dict[str, Any]], lengths: list[int], batch_size: int, seed: int
+) -> list[dict[str, Any]]:
+    """The examples in batches of `batch_size` of about one length, the batches in a seeded order
+    (to be read in this order). A batch is padded to its longest example, and every token of it
+    costs the same: dealt at random, cpu_smol's batches were 31% padding (an insights example of
+    550 tokens beside extractions of 350), by length 0.5%. Transformers' own `group_by_length`
+    orders each stretch of batches longest first, so SFT would end on the push and SQL examples
+    alone; here the batches of every length come in a seeded order."""
+    by_length = sorted(range(len(examples)), key=lengths.__getitem__)
+    batches = [by_length[at : at + batch_size] for at in range(0, len(by_length), batch_size)]
+    # A short batch stays last: the trainer cuts the list every `batch_size` examples, and one
+    # anywhere else would shift every batch after it.
+    whole = batches if len(batches[-1]) == batch_size else batches[:-1]
+    random.Random(seed).shuffle(whole)
+    ordered = whole + batches[len(whole) :]
+    return [examples[index] for batch in ordered for index in batch]
 
 
 def sft_args(config: SftConfig, output_dir: Path) -> Any:
@@ -178,6 +199,8 @@ def sft_args(config: SftConfig, output_dir: Path) -> Any:
         bf16=bf16_training(config.cpu_bf16),
         gradient_checkpointing=config.gradient_checkpointing,
         use_cpu=not on_gpu,
+        # The examples come batched by length, in the order to train on (`batched_by_length`).
+        train_sampling_strategy="sequential" if config.batches_by_length else "random",
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
@@ -235,7 +258,8 @@ def _train_sft_unlocked(
             config.balance_issues,
         )
     examples = sft_examples(rows)
-    over, longest = examples_too_long(examples, tokenizer, config.max_length)
+    lengths = example_lengths(examples, tokenizer)
+    over, longest = examples_too_long(lengths, config.max_length)
     if over:
         raise SftError(
             f"{over} of {len(examples)} SFT examples (prompt and reference answer, chat-formatted) "
@@ -243,6 +267,8 @@ def _train_sft_unlocked(
             "cut there, they lose their end of turn and teach answers that never end; set "
             f"sft.max_length to at least {longest}"
         )
+    if config.batches_by_length:
+        examples = batched_by_length(examples, lengths, config.batch_size, config.seed)
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", config.keep_checkpoints)
     with tempfile.TemporaryDirectory(prefix="tucano-sft-") as tmp:
         workdir = Path(tmp)
