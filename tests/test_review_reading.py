@@ -1,5 +1,6 @@
 """The reward's reading of a review (rewards/review_evidence.py) against 180 one- to three-star
-reviews that two people read blind to the reward code (data/audit/low_star_readings.jsonl), and
+reviews that two people read blind to the reward code (data/audit/low_star_readings.jsonl), 260
+one- and two-star reviews that three more read the same way (low_star_readings_2.jsonl), and
 June 2018's 70 one- and two-star reviews read for the unseen-month check: of the problems a
 person found, how many the reading finds stated, and how many it finds where the person found
 none. What the SFT references teach and what GRPO is paid for is this reading, so a model is not
@@ -15,30 +16,49 @@ from rewards.review_evidence import ISSUES, read_review
 from tasks.core.caching import PROJECT_ROOT
 
 READINGS = PROJECT_ROOT / "data" / "audit" / "low_star_readings.jsonl"
+MORE_READINGS = PROJECT_ROOT / "data" / "audit" / "low_star_readings_2.jsonl"
 # June 2018's one- and two-star reviews, read blind for benchmarks/unseen_month.py and never to
 # write a cue: what the reading finds there is what a model trained on it is taught of a month it
 # never saw. Issue 53 asks the model for two thirds of the product and of the seller complaints;
-# its teacher finds 9 of 16 and 9 of 20.
+# its teacher finds 9 of 16 and 12 of 20.
 JUNE = PROJECT_ROOT / "data" / "audit" / "june2018_low_star_readings.jsonl"
 # Per set and issue: the least share of a person's problems the reading finds, and the most
 # share of the reviews without one where it finds one (as measured 2026-11-28, rounded down and
 # up: the dev set's misses wrote the product and seller cues; the val set was read after the
-# second set of cues, and both wrote the third; June never did, data/audit/README.md).
+# second set of cues, and both wrote the third; June never did, data/audit/README.md). The dev2
+# and val2 sets' misses wrote the fourth (2026-11-29), measured then on val3, never read for a
+# cue, and on June.
 FLOORS = {
     ("dev", "delivery_issue"): (0.85, 0.15),
     ("dev", "product_issue"): (0.9, 0.05),
-    ("dev", "seller_issue"): (0.85, 0.1),
+    ("dev", "seller_issue"): (0.9, 0.15),
     ("val", "delivery_issue"): (0.75, 0.15),
     ("val", "product_issue"): (0.65, 0.05),
     ("val", "seller_issue"): (0.65, 0.1),
+    ("dev2", "delivery_issue"): (0.8, 0.1),
+    ("dev2", "product_issue"): (0.6, 0.05),
+    ("dev2", "seller_issue"): (0.7, 0.1),
+    ("val2", "delivery_issue"): (0.6, 0.15),
+    ("val2", "product_issue"): (0.15, 0.05),
+    ("val2", "seller_issue"): (0.85, 0.05),
+    ("val3", "delivery_issue"): (0.85, 0.1),
+    ("val3", "product_issue"): (0.6, 0.05),
+    ("val3", "seller_issue"): (0.6, 0.1),
     ("june", "delivery_issue"): (0.8, 0.15),
     ("june", "product_issue"): (0.55, 0.05),
-    ("june", "seller_issue"): (0.45, 0.1),
+    ("june", "seller_issue"): (0.6, 0.15),
 }
 
 
 # Each set: its file, the `set` its lines carry (June's file is one set and names none), its size.
-SETS = {"dev": (READINGS, "dev", 90), "val": (READINGS, "val", 90), "june": (JUNE, None, 70)}
+SETS = {
+    "dev": (READINGS, "dev", 90),
+    "val": (READINGS, "val", 90),
+    "dev2": (MORE_READINGS, "dev2", 80),
+    "val2": (MORE_READINGS, "val2", 80),
+    "val3": (MORE_READINGS, "val3", 100),
+    "june": (JUNE, None, 70),
+}
 
 
 def _found(review: dict, issue: str) -> bool:
