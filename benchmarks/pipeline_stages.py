@@ -10,10 +10,10 @@ recipe, and each recipe's time against the first one's.
         [--recipe another.yaml] [--data data/olist] [--keep DIR]
 
 `--units` instead times, in one process and side by side, a recipe's units before its speed-ups
-(BEFORE: each extraction field described in the system message, a step's update in one pass,
-activations recomputed in the backward pass, rollouts through transformers' `generate`) and as it
-is: a GRPO step's update and its rollouts, on the recipe's base model and prompts; minutes, not a
-run.
+(BEFORE: each extraction field described in the system message, SFT's batches drawn at random, a
+step's update in one pass, activations recomputed in the backward pass, rollouts through
+transformers' `generate`) and as it is: a quarter of SFT's batches, a GRPO step's update and its
+rollouts, on the recipe's base model and prompts; minutes, not a run.
 """
 
 from __future__ import annotations
@@ -77,9 +77,12 @@ def stage_table(names: list[str], runs: list[dict[str, Any]]) -> str:
 # What a stage was before this recipe's speed-ups: each field's earlier value.
 BEFORE = {
     "data": {"extraction_instructions": "described"},
-    "sft": {"gradient_checkpointing": True},
+    "sft": {"gradient_checkpointing": True, "batches_by_length": False},
     "training": {"update_rows": None, "gradient_checkpointing": True},
 }
+# SFT is timed on every fourth of its batches, in the order the run trains on them: a quarter of
+# the stage, the same mix of lengths.
+SFT_STRIDE = 4
 # Rollouts of a GRPO step decode this many tokens (a SmolLM2 extraction answer after SFT is
 # 105-127): the raw model would run to the token limit.
 ROLLOUT_TOKENS = 110
@@ -147,14 +150,13 @@ def _units(recipe: Any, store: Path, data: str, before: bool) -> dict[str, float
         return time.perf_counter() - started
 
     model.train()
+    measured = _sft_batches(recipe, artifacts.read_jsonl(prepared.train), model, tokenizer)
     passes = step_rows // (training.update_rows or step_rows)
     update(passes, training.gradient_checkpointing)  # warm-up
-    measured = {
-        "tokens of a step's prompt and answer": float(
-            whole["attention_mask"].sum(1).float().mean()
-        ),
-        "GRPO update of a step (s)": update(passes, training.gradient_checkpointing),
-    }
+    measured["tokens of a step's prompt and answer"] = float(
+        whole["attention_mask"].sum(1).float().mean()
+    )
+    measured["GRPO update of a step (s)"] = update(passes, training.gradient_checkpointing)
     model.eval()
     config = GenerationConfig(
         max_new_tokens=ROLLOUT_TOKENS, min_new_tokens=ROLLOUT_TOKENS, do_sample=True,
@@ -175,6 +177,58 @@ def _units(recipe: Any, store: Path, data: str, before: bool) -> dict[str, float
     return measured
 
 
+def _sft_batches(recipe: Any, rows: list[dict[str, Any]], model: Any, tokenizer: Any) -> dict:
+    """SFT's tokens (padding included) and the seconds of every `SFT_STRIDE`-th of its batches,
+    dealt and ordered as the recipe's run deals them (drawn at random, or by length)."""
+    import random
+
+    import torch
+
+    from tasks.training.sft import batched_by_length, example_lengths, mixed_rows, sft_examples
+
+    sft = recipe.sft
+    size = sft.max_steps * sft.batch_size
+    if sft.task_mix is not None:
+        rows = mixed_rows(rows, sft.task_mix, size, sft.seed, sft.balance_issues)
+    examples = sft_examples(rows)
+    lengths = example_lengths(examples, tokenizer)
+    if sft.batches_by_length:
+        examples = batched_by_length(examples, lengths, sft.batch_size, sft.seed)
+    else:
+        random.Random(sft.seed).shuffle(examples)
+    conversations = [example["prompt"] + example["completion"] for example in examples]
+    batches = [
+        conversations[at : at + sft.batch_size]
+        for at in range(0, len(conversations), sft.batch_size)
+    ]
+    padding_side, tokenizer.padding_side = tokenizer.padding_side, "right"
+    encoded = [
+        tokenizer.apply_chat_template(batch, tokenize=True, return_dict=True, padding=True,
+                                      return_tensors="pt")
+        for batch in batches
+    ]  # fmt: skip
+    tokenizer.padding_side = padding_side
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-7)
+    if sft.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    started = time.perf_counter()
+    for batch in encoded[::SFT_STRIDE]:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=sft.cpu_bf16):
+            out = model(**batch, labels=batch["input_ids"])
+        out.loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    seconds = time.perf_counter() - started
+    model.gradient_checkpointing_disable()
+    return {
+        "SFT tokens of the examples": float(sum(lengths)),
+        "SFT tokens computed, padding included": float(
+            sum(batch["input_ids"].numel() for batch in encoded)
+        ),
+        f"SFT, every {SFT_STRIDE}th of its {len(encoded)} batches (s)": seconds,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", action="append", required=True)
@@ -192,8 +246,9 @@ def main() -> None:
             before = _units(_variant(recipe, BEFORE), root / f"{name}-before", args.data, True)
             after = _units(recipe, root / name, args.data, False)
             print(
-                f"\n{name}: before its speed-ups (each extraction field described, one update "
-                "pass, activations recomputed, transformers' generate) and as it is\n"
+                f"\n{name}: before its speed-ups (each extraction field described, SFT's "
+                "batches at random, one update pass, activations recomputed, transformers' "
+                "generate) and as it is\n"
             )
             print("| unit | before | after | ratio |")
             print("|---|---:|---:|---:|")
