@@ -10,10 +10,10 @@ recipe, and each recipe's time against the first one's.
         [--recipe another.yaml] [--data data/olist] [--keep DIR]
 
 `--units` instead times, in one process and side by side, a recipe's units before its speed-ups
-(BEFORE: each extraction field described in the system message, SFT's batches drawn at random, a
-step's update in one pass, activations recomputed in the backward pass, rollouts through
-transformers' `generate`) and as it is: a quarter of SFT's batches, a GRPO step's update and its
-rollouts, on the recipe's base model and prompts; minutes, not a run.
+(BEFORE: each extraction field described in the system message, a step's update in one pass,
+activations recomputed in the backward pass, rollouts through transformers' `generate`) and as it
+is: a quarter of SFT's batches (drawn at random and batched by length, side by side), a GRPO
+step's update and its rollouts, on the recipe's base model and prompts; minutes, not a run.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def stage_table(names: list[str], runs: list[dict[str, Any]]) -> str:
 # What a stage was before this recipe's speed-ups: each field's earlier value.
 BEFORE = {
     "data": {"extraction_instructions": "described"},
-    "sft": {"gradient_checkpointing": True, "batches_by_length": False},
+    "sft": {"gradient_checkpointing": True},
     "training": {"update_rows": None, "gradient_checkpointing": True},
 }
 # SFT is timed on every fourth of its batches, in the order the run trains on them: a quarter of
@@ -179,7 +179,8 @@ def _units(recipe: Any, store: Path, data: str, before: bool) -> dict[str, float
 
 def _sft_batches(recipe: Any, rows: list[dict[str, Any]], model: Any, tokenizer: Any) -> dict:
     """SFT's tokens (padding included) and the seconds of every `SFT_STRIDE`-th of its batches,
-    dealt and ordered as the recipe's run deals them (drawn at random, or by length)."""
+    the recipe's examples drawn at random (as the trainer does) and batched by length
+    (`sft.batches_by_length`), side by side on one model."""
     import random
 
     import torch
@@ -192,41 +193,40 @@ def _sft_batches(recipe: Any, rows: list[dict[str, Any]], model: Any, tokenizer:
         rows = mixed_rows(rows, sft.task_mix, size, sft.seed, sft.balance_issues)
     examples = sft_examples(rows)
     lengths = example_lengths(examples, tokenizer)
-    if sft.batches_by_length:
-        examples = batched_by_length(examples, lengths, sft.batch_size, sft.seed)
-    else:
-        random.Random(sft.seed).shuffle(examples)
-    conversations = [example["prompt"] + example["completion"] for example in examples]
-    batches = [
-        conversations[at : at + sft.batch_size]
-        for at in range(0, len(conversations), sft.batch_size)
-    ]
-    padding_side, tokenizer.padding_side = tokenizer.padding_side, "right"
-    encoded = [
-        tokenizer.apply_chat_template(batch, tokenize=True, return_dict=True, padding=True,
-                                      return_tensors="pt")
-        for batch in batches
-    ]  # fmt: skip
-    tokenizer.padding_side = padding_side
+    at_random = random.Random(sft.seed).sample(examples, len(examples))
+    orders = {
+        "at random": at_random,
+        "by length": batched_by_length(examples, lengths, sft.batch_size, sft.seed),
+    }
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-7)
     if sft.gradient_checkpointing:
         model.gradient_checkpointing_enable()
-    started = time.perf_counter()
-    for batch in encoded[::SFT_STRIDE]:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=sft.cpu_bf16):
-            out = model(**batch, labels=batch["input_ids"])
-        out.loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-    seconds = time.perf_counter() - started
-    model.gradient_checkpointing_disable()
-    return {
-        "SFT tokens of the examples": float(sum(lengths)),
-        "SFT tokens computed, padding included": float(
+    padding_side, tokenizer.padding_side = tokenizer.padding_side, "right"
+    measured = {"SFT tokens of the examples": float(sum(lengths))}
+    for name, ordered in orders.items():
+        conversations = [example["prompt"] + example["completion"] for example in ordered]
+        step = sft.batch_size
+        encoded = [
+            tokenizer.apply_chat_template(conversations[at : at + step], tokenize=True,
+                                          return_dict=True, padding=True, return_tensors="pt")
+            for at in range(0, len(conversations), step)
+        ]  # fmt: skip
+        started = time.perf_counter()
+        for batch in encoded[::SFT_STRIDE]:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=sft.cpu_bf16):
+                out = model(**batch, labels=batch["input_ids"])
+            out.loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        measured[f"SFT, every {SFT_STRIDE}th of its {len(encoded)} batches {name} (s)"] = (
+            time.perf_counter() - started
+        )
+        measured[f"SFT tokens computed, batches {name}"] = float(
             sum(batch["input_ids"].numel() for batch in encoded)
-        ),
-        f"SFT, every {SFT_STRIDE}th of its {len(encoded)} batches (s)": seconds,
-    }
+        )
+    tokenizer.padding_side = padding_side
+    model.gradient_checkpointing_disable()
+    return measured
 
 
 def main() -> None:
@@ -246,9 +246,8 @@ def main() -> None:
             before = _units(_variant(recipe, BEFORE), root / f"{name}-before", args.data, True)
             after = _units(recipe, root / name, args.data, False)
             print(
-                f"\n{name}: before its speed-ups (each extraction field described, SFT's "
-                "batches at random, one update pass, activations recomputed, transformers' "
-                "generate) and as it is\n"
+                f"\n{name}: before its speed-ups (each extraction field described, one update "
+                "pass, activations recomputed, transformers' generate) and as it is\n"
             )
             print("| unit | before | after | ratio |")
             print("|---|---:|---:|---:|")

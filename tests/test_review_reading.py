@@ -20,33 +20,33 @@ MORE_READINGS = PROJECT_ROOT / "data" / "audit" / "low_star_readings_2.jsonl"
 # June 2018's one- and two-star reviews, read blind for benchmarks/unseen_month.py and never to
 # write a cue: what the reading finds there is what a model trained on it is taught of a month it
 # never saw. Issue 53 asks the model for two thirds of the product and of the seller complaints;
-# its teacher finds 9 of 16 and 12 of 20.
+# its teacher finds 9 of 16 and 9 of 20.
 JUNE = PROJECT_ROOT / "data" / "audit" / "june2018_low_star_readings.jsonl"
 # Per set and issue: the least share of a person's problems the reading finds, and the most
 # share of the reviews without one where it finds one (as measured 2026-11-28, rounded down and
 # up: the dev set's misses wrote the product and seller cues; the val set was read after the
-# second set of cues, and both wrote the third; June never did, data/audit/README.md). The dev2
-# and val2 sets' misses wrote the fourth (2026-11-29), measured then on val3, never read for a
-# cue, and on June.
+# second set of cues, and both wrote the third; June never did, data/audit/README.md). No cue
+# came from the dev2, val2 and val3 sets (read 2026-11-29): what the reading finds there is what
+# it finds of complaints it was not written from.
 FLOORS = {
     ("dev", "delivery_issue"): (0.85, 0.15),
     ("dev", "product_issue"): (0.9, 0.05),
-    ("dev", "seller_issue"): (0.9, 0.15),
+    ("dev", "seller_issue"): (0.85, 0.1),
     ("val", "delivery_issue"): (0.75, 0.15),
     ("val", "product_issue"): (0.65, 0.05),
     ("val", "seller_issue"): (0.65, 0.1),
     ("dev2", "delivery_issue"): (0.8, 0.1),
     ("dev2", "product_issue"): (0.6, 0.05),
-    ("dev2", "seller_issue"): (0.7, 0.1),
+    ("dev2", "seller_issue"): (0.4, 0.1),
     ("val2", "delivery_issue"): (0.6, 0.15),
     ("val2", "product_issue"): (0.15, 0.05),
-    ("val2", "seller_issue"): (0.85, 0.05),
+    ("val2", "seller_issue"): (0.45, 0.05),
     ("val3", "delivery_issue"): (0.85, 0.1),
     ("val3", "product_issue"): (0.6, 0.05),
-    ("val3", "seller_issue"): (0.6, 0.1),
+    ("val3", "seller_issue"): (0.45, 0.05),
     ("june", "delivery_issue"): (0.8, 0.15),
     ("june", "product_issue"): (0.55, 0.05),
-    ("june", "seller_issue"): (0.6, 0.15),
+    ("june", "seller_issue"): (0.45, 0.1),
 }
 
 
