@@ -80,8 +80,8 @@ BEFORE = {
     "sft": {"gradient_checkpointing": True},
     "training": {"update_rows": None, "gradient_checkpointing": True},
 }
-# SFT is timed on every fourth of its batches, in the order the run trains on them: a quarter of
-# the stage, the same mix of lengths.
+# SFT is timed on every fourth of its batches, in each order: a quarter of the stage, with the
+# order's own mix of lengths.
 SFT_STRIDE = 4
 # Rollouts of a GRPO step decode this many tokens (a SmolLM2 extraction answer after SFT is
 # 105-127): the raw model would run to the token limit.
@@ -117,7 +117,8 @@ def _units(recipe: Any, store: Path, data: str, before: bool) -> dict[str, float
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     training = recipe.training
-    rows = [r for r in artifacts.read_jsonl(prepared.train) if r["task"] in training.tasks]
+    every_row = artifacts.read_jsonl(prepared.train)
+    rows = [r for r in every_row if r["task"] in training.tasks]
     prompts = [
         tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
         for row in rows[: training.prompts_per_step]
@@ -150,7 +151,7 @@ def _units(recipe: Any, store: Path, data: str, before: bool) -> dict[str, float
         return time.perf_counter() - started
 
     model.train()
-    measured = _sft_batches(recipe, artifacts.read_jsonl(prepared.train), model, tokenizer)
+    measured = _sft_batches(recipe, every_row, model, tokenizer)
     passes = step_rows // (training.update_rows or step_rows)
     update(passes, training.gradient_checkpointing)  # warm-up
     measured["tokens of a step's prompt and answer"] = float(
@@ -185,7 +186,13 @@ def _sft_batches(recipe: Any, rows: list[dict[str, Any]], model: Any, tokenizer:
 
     import torch
 
-    from tasks.training.sft import batched_by_length, example_lengths, mixed_rows, sft_examples
+    from tasks.training.sft import (
+        batched_by_length,
+        conversations,
+        example_lengths,
+        mixed_rows,
+        sft_examples,
+    )
 
     sft = recipe.sft
     size = sft.max_steps * sft.batch_size
@@ -204,12 +211,12 @@ def _sft_batches(recipe: Any, rows: list[dict[str, Any]], model: Any, tokenizer:
     padding_side, tokenizer.padding_side = tokenizer.padding_side, "right"
     measured = {"SFT tokens of the examples": float(sum(lengths))}
     for name, ordered in orders.items():
-        conversations = [example["prompt"] + example["completion"] for example in ordered]
+        whole = conversations(ordered)
         step = sft.batch_size
         encoded = [
-            tokenizer.apply_chat_template(conversations[at : at + step], tokenize=True,
+            tokenizer.apply_chat_template(whole[at : at + step], tokenize=True,
                                           return_dict=True, padding=True, return_tensors="pt")
-            for at in range(0, len(conversations), step)
+            for at in range(0, len(whole), step)
         ]  # fmt: skip
         started = time.perf_counter()
         for batch in encoded[::SFT_STRIDE]:

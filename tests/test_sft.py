@@ -302,7 +302,7 @@ def test_sft_trains_on_the_batches_by_length_in_their_order(tmp_path: Path) -> N
     from trl import SFTTrainer
 
     from tasks.training.model import load_model_and_tokenizer
-    from tasks.training.sft import batched_by_length, example_lengths, sft_args
+    from tasks.training.sft import batched_by_length, conversations, example_lengths, sft_args
 
     store = ArtifactStore(tmp_path)
     data, base = small_training_inputs(store)
@@ -321,7 +321,7 @@ def test_sft_trains_on_the_batches_by_length_in_their_order(tmp_path: Path) -> N
         if config.batches_by_length:
             fed = [row for batch in batches for row in batch["input_ids"].tolist()]
             expected = tokenizer.apply_chat_template(
-                [e["prompt"] + e["completion"] for e in dealt], tokenize=True, return_dict=True
+                conversations(dealt), tokenize=True, return_dict=True
             )["input_ids"]
             assert [row[: len(ids)] for row, ids in zip(fed, expected, strict=True)] == expected
         return sum(batch["input_ids"].numel() for batch in batches)

@@ -140,10 +140,16 @@ def answers_too_long(
     }
 
 
+def conversations(examples: list[dict[str, Any]]) -> list[list[dict[str, str]]]:
+    """Each example whole, its prompt's messages and then its answer, as SFTTrainer formats it."""
+    return [example["prompt"] + example["completion"] for example in examples]
+
+
 def example_lengths(examples: list[dict[str, Any]], tokenizer: Any) -> list[int]:
     """Each example's tokens, chat-formatted as SFTTrainer feeds it."""
-    conversations = [example["prompt"] + example["completion"] for example in examples]
-    encoded = tokenizer.apply_chat_template(conversations, tokenize=True, return_dict=True)
+    encoded = tokenizer.apply_chat_template(
+        conversations(examples), tokenize=True, return_dict=True
+    )
     return [len(ids) for ids in encoded["input_ids"]]
 
 
