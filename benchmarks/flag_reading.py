@@ -8,15 +8,22 @@ whose reference flags the problem and on those whose reference does not, and the
 above every one that does not). At temperature 0.1 a flag whose AUC is near 0.5 is one switch
 for all complaints, which is what the field agreement of a report shows after the fact.
 
+With `--train` (the same store's train.jsonl), two readouts fitted on the train split's one- and
+two-star extraction reviews say where the reading is lost: a logistic readout of the model's own
+hidden states at each flag (is the reading in the model, unused by its answer?), and one of the
+review's words alone (how hard the references are to learn from that many reviews at all).
+
 Usage: .venv/bin/python benchmarks/flag_reading.py --eval STORE/prepared/KEY/eval.jsonl
-       MODEL_DIR [MODEL_DIR ...]
+       [--train STORE/prepared/KEY/train.jsonl [--readout-reviews 400]] MODEL_DIR [MODEL_DIR ...]
 (a model folder: the store's `sft/KEY/model`, a `tucano export` folder)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -25,6 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rewards.review_evidence import ISSUES
 
 LOW_STARS = 2
+# The hidden states read at a flag: a third of the way up, two thirds, and the last layer's, so a
+# reading the top layers blur is still seen.
+READOUT_DEPTHS = (1 / 3, 2 / 3, 1.0)
+# Ridge strength of the logistic readouts, on standardized features: the fitted AUCs moved by
+# 0.01 between 0.1 and 1.0 on the recorded run's SFT model.
+READOUT_RIDGE = 1.0
+# Words and word pairs in fewer train reviews than this say nothing a readout can generalize.
+MIN_FEATURE_REVIEWS = 2
 
 
 def auc(positives: list[float], negatives: list[float]) -> float:
@@ -35,8 +50,25 @@ def auc(positives: list[float], negatives: list[float]) -> float:
     return wins / (len(positives) * len(negatives))
 
 
-def flag_probabilities(model_dir: Path, rows: list[dict]) -> dict[str, list[tuple[float, bool]]]:
-    """Per issue: (P(true) / (P(true) + P(false)), whether the reference flags it) per row."""
+def split_auc(scores: list[float], said: list[bool]) -> float:
+    return auc(
+        [s for s, flagged in zip(scores, said, strict=True) if flagged],
+        [s for s, flagged in zip(scores, said, strict=True) if not flagged],
+    )
+
+
+def low_star_extraction(path: Path, limit: int | None = None) -> list[dict]:
+    rows = [
+        row
+        for row in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+        if row["task"] == "extraction" and row["review_score"] <= LOW_STARS
+    ]
+    return rows[:limit]
+
+
+def read_flags(model_dir: Path, rows: list[dict], hidden: bool = False) -> dict[str, list[tuple]]:
+    """Per issue, per row: (P(true) / (P(true) + P(false)), whether the reference flags it, and
+    with `hidden` the hidden states at READOUT_DEPTHS where the model writes the flag)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -49,7 +81,9 @@ def flag_probabilities(model_dir: Path, rows: list[dict]) -> dict[str, list[tupl
         # The odds compare the two words' first tokens: a word of several tokens is not one choice.
         raise SystemExit(f"{model_dir}: its tokenizer writes ' true' or ' false' in several tokens")
     (true_id,), (false_id,) = encoded_words
-    found: dict[str, list[tuple[float, bool]]] = {issue: [] for issue in ISSUES}
+    layers = model.config.num_hidden_layers
+    depths = sorted({round(depth * layers) for depth in READOUT_DEPTHS})
+    found: dict[str, list[tuple]] = {issue: [] for issue in ISSUES}
     for row in rows:
         prompt = tokenizer.apply_chat_template(
             row["prompt"], tokenize=False, add_generation_prompt=True
@@ -63,37 +97,128 @@ def flag_probabilities(model_dir: Path, rows: list[dict]) -> dict[str, list[tupl
         )
         offsets = encoded["offset_mapping"][0].tolist()
         with torch.no_grad():
-            logits = model(encoded["input_ids"]).logits[0].float()
+            output = model(encoded["input_ids"], output_hidden_states=hidden)
+        logits = output.logits[0].float()
         flags = json.loads(reference)
         for issue in ISSUES:
             value_at = len(prompt) + reference.index(f'"{issue}":') + len(f'"{issue}":')
             token = next(i for i, (start, end) in enumerate(offsets) if end > value_at)
             odds = torch.softmax(logits[token - 1][[true_id, false_id]], dim=-1)
-            found[issue].append((odds[0].item(), flags[issue] is True))
+            states = (
+                torch.cat([output.hidden_states[d][0, token - 1].float() for d in depths])
+                if hidden
+                else None
+            )
+            found[issue].append((odds[0].item(), flags[issue] is True, states))
     return found
+
+
+def readout_scores(train_x, train_said: list[bool], eval_x) -> list[float]:
+    """A ridge-regularized logistic readout fitted on the train features, scored on the eval
+    ones."""
+    import torch
+
+    mean, spread = train_x.mean(0), train_x.std(0) + 1e-6
+    train_x, eval_x = (train_x - mean) / spread, (eval_x - mean) / spread
+    target = torch.tensor(train_said, dtype=torch.float32)
+    weights = torch.zeros(train_x.shape[1], requires_grad=True)
+    bias = torch.zeros(1, requires_grad=True)
+    optimizer = torch.optim.LBFGS([weights, bias], max_iter=300)
+
+    def loss() -> torch.Tensor:
+        optimizer.zero_grad()
+        value = (
+            torch.nn.functional.binary_cross_entropy_with_logits(train_x @ weights + bias, target)
+            + READOUT_RIDGE * weights.pow(2).mean()
+        )
+        value.backward()
+        return value
+
+    optimizer.step(loss)
+    with torch.no_grad():
+        return (eval_x @ weights + bias).tolist()
+
+
+def review_words(text: str) -> set[str]:
+    words = re.findall(r"\w+", text.lower())
+    return set(words) | {f"{a} {b}" for a, b in itertools.pairwise(words)}
+
+
+def word_features(train: list[dict], rows: list[dict]):
+    """Which of the train reviews' frequent words and word pairs each row's review holds."""
+    import torch
+
+    counts: dict[str, int] = {}
+    for row in train:
+        for feature in review_words(row["review_text"]):
+            counts[feature] = counts.get(feature, 0) + 1
+    frequent = [feature for feature, n in counts.items() if n >= MIN_FEATURE_REVIEWS]
+    vocabulary = {feature: index for index, feature in enumerate(frequent)}
+    features = torch.zeros(len(rows), len(vocabulary))
+    for index, row in enumerate(rows):
+        for feature in review_words(row["review_text"]) & vocabulary.keys():
+            features[index, vocabulary[feature]] = 1.0
+    return features
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--eval", type=Path, required=True, help="a prepared eval.jsonl")
+    parser.add_argument("--train", type=Path, help="its train.jsonl: fit the two readouts on it")
+    parser.add_argument(
+        "--readout-reviews",
+        type=int,
+        default=400,
+        help="one- and two-star train reviews the readouts are fitted on (a forward pass each)",
+    )
     parser.add_argument("models", type=Path, nargs="+", help="model folders")
     args = parser.parse_args()
-    rows = [
-        row
-        for row in map(json.loads, args.eval.read_text(encoding="utf-8").splitlines())
-        if row["task"] == "extraction" and row["review_score"] <= LOW_STARS
-    ]
-    print(f"{len(rows)} one- and two-star eval reviews of {args.eval}\n")
-    print("| model | flag | flagged by the reference | mean P, flagged | mean P, not | AUC |")
-    print("|---|---|---:|---:|---:|---:|")
+    rows = low_star_extraction(args.eval)
+    train = low_star_extraction(args.train, args.readout_reviews) if args.train else []
+    print(f"{len(rows)} one- and two-star eval reviews of {args.eval}")
+    if train:
+        print(f"readouts fitted on {len(train)} one- and two-star reviews of {args.train}")
+    print()
+    readout_header = " AUC, readout of its hidden states |" if train else ""
+    print(
+        "| model | flag | flagged by the reference | mean P, flagged | mean P, not | AUC |"
+        + readout_header
+    )
+    print("|---|---|---:|---:|---:|---:|" + ("---:|" if train else ""))
+    import torch
+
     for model_dir in args.models:
-        for issue, pairs in flag_probabilities(model_dir, rows).items():
-            flagged = [p for p, said in pairs if said]
-            others = [p for p, said in pairs if not said]
-            print(
-                f"| {model_dir} | {issue} | {len(flagged)} of {len(pairs)} | "
+        found = read_flags(model_dir, rows, hidden=bool(train))
+        fitted = read_flags(model_dir, train, hidden=True) if train else {}
+        for issue, read in found.items():
+            probabilities = [p for p, _, _ in read]
+            said = [flagged for _, flagged, _ in read]
+            flagged = [p for p, s in zip(probabilities, said, strict=True) if s]
+            others = [p for p, s in zip(probabilities, said, strict=True) if not s]
+            line = (
+                f"| {model_dir} | {issue} | {len(flagged)} of {len(read)} | "
                 f"{sum(flagged) / max(1, len(flagged)):.2f} | "
                 f"{sum(others) / max(1, len(others)):.2f} | {auc(flagged, others):.2f} |"
+            )
+            if train:
+                scores = readout_scores(
+                    torch.stack([states for _, _, states in fitted[issue]]),
+                    [s for _, s, _ in fitted[issue]],
+                    torch.stack([states for _, _, states in read]),
+                )
+                line += f" {split_auc(scores, said):.2f} |"
+            print(line)
+    if train:
+        print("\n| the review's words alone (logistic) | flag | flagged in train | AUC |")
+        print("|---|---|---:|---:|")
+        train_words, eval_words = word_features(train, train), word_features(train, rows)
+        for issue in ISSUES:
+            train_said = [json.loads(row["reference"])[issue] is True for row in train]
+            said = [json.loads(row["reference"])[issue] is True for row in rows]
+            scores = readout_scores(train_words, train_said, eval_words)
+            print(
+                f"| words and word pairs in {MIN_FEATURE_REVIEWS}+ train reviews | {issue} | "
+                f"{sum(train_said)} of {len(train)} | {split_auc(scores, said):.2f} |"
             )
 
 

@@ -1,0 +1,64 @@
+"""benchmarks/flag_reading.py's readouts: a logistic readout finds a flag the words settle, and the
+model's hidden states are read where it writes each flag."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.flag_reading import (
+    low_star_extraction,
+    read_flags,
+    readout_scores,
+    split_auc,
+    word_features,
+)
+from rewards.review_evidence import ISSUES
+from tasks.core.store import ArtifactStore
+
+from .conftest import small_training_inputs
+
+
+def test_a_word_readout_finds_the_flag_its_word_decides_and_not_the_one_it_does_not() -> None:
+    said = [True, False] * 20
+    reviews = [
+        {"review_text": f"pedido {n} " + ("atrasou muito" if flag else "chegou bem")}
+        for n, flag in enumerate(said)
+    ]
+    train, held = reviews[:30], reviews[30:]
+    scores = readout_scores(word_features(train, train), said[:30], word_features(train, held))
+    assert split_auc(scores, said[30:]) == 1.0
+    # The order number is in one review each: below MIN_FEATURE_REVIEWS, it is no feature.
+    parity = [n % 4 < 2 for n in range(40)]
+    scores = readout_scores(word_features(train, train), parity[:30], word_features(train, held))
+    assert split_auc(scores, parity[30:]) == 0.5
+
+
+def test_the_hidden_states_are_read_where_each_flag_is_written(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+    model_dir = store.get_dir(base.location, tmp_path / "model")
+    # Every extraction prompt of the small split, read as a one-star review.
+    rows = [
+        {**row, "review_score": 1}
+        for row in store.read_jsonl(data.train) + store.read_jsonl(data.eval)
+        if row["task"] == "extraction"
+    ]
+    eval_file = tmp_path / "eval.jsonl"
+    eval_file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    rows = low_star_extraction(eval_file)
+    read = read_flags(model_dir, rows, hidden=True)
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_dir)
+    for issue in ISSUES:
+        assert [flagged for _, flagged, _ in read[issue]] == [
+            json.loads(row["reference"])[issue] is True for row in rows
+        ]
+        for probability, _, states in read[issue]:
+            assert 0.0 < probability < 1.0
+            assert states.shape[0] % config.hidden_size == 0
+    # Each flag's states are its own position's: the three flags differ for the same review.
+    first = [read[issue][0][2] for issue in ISSUES]
+    assert not first[0].equal(first[1]) and not first[1].equal(first[2])
+    assert read_flags(model_dir, rows)[ISSUES[0]][0][2] is None
