@@ -30,13 +30,15 @@ RESULTS = ROOT / "docs" / "results"
 README = ROOT / "README.md"
 BEGIN = "<!-- The default run's numbers: written by `docs/results.py readme`, never by hand. -->"
 END = "<!-- End of the default run's numbers. -->"
-# The judgement fields whose flags the block shows, the ones GRPO was seen to leave at one value.
+# The judgement fields the block shows: the flags GRPO was seen to leave at one value, and the
+# summary that copies the review's first line instead of saying what the review is about.
 SHOWN_FIELDS = (
     "delivery_issue: flagged where stated",
     "delivery_issue: flagged where ruled out",
     "product_issue: flagged where stated",
     "seller_issue: flagged where stated",
     "would_recommend: as the review settles it",
+    "summary: copies the review's first line",
 )
 
 
