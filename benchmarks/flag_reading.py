@@ -144,8 +144,9 @@ def review_words(text: str) -> set[str]:
     return set(words) | {f"{a} {b}" for a, b in itertools.pairwise(words)}
 
 
-def word_features(train: list[dict], rows: list[dict]):
-    """Which of the train reviews' frequent words and word pairs each row's review holds."""
+def word_features(train: list[dict], *row_sets: list[dict]) -> list:
+    """For each set of rows, which of the train reviews' frequent words and word pairs each row's
+    review holds (one vocabulary, counted once, for all the sets)."""
     import torch
 
     counts: dict[str, int] = {}
@@ -154,11 +155,14 @@ def word_features(train: list[dict], rows: list[dict]):
             counts[feature] = counts.get(feature, 0) + 1
     frequent = [feature for feature, n in counts.items() if n >= MIN_FEATURE_REVIEWS]
     vocabulary = {feature: index for index, feature in enumerate(frequent)}
-    features = torch.zeros(len(rows), len(vocabulary))
-    for index, row in enumerate(rows):
-        for feature in review_words(row["review_text"]) & vocabulary.keys():
-            features[index, vocabulary[feature]] = 1.0
-    return features
+    matrices = []
+    for rows in row_sets:
+        features = torch.zeros(len(rows), len(vocabulary))
+        for index, row in enumerate(rows):
+            for feature in review_words(row["review_text"]) & vocabulary.keys():
+                features[index, vocabulary[feature]] = 1.0
+        matrices.append(features)
+    return matrices
 
 
 def main() -> None:
@@ -211,7 +215,7 @@ def main() -> None:
     if train:
         print("\n| the review's words alone (logistic) | flag | flagged in train | AUC |")
         print("|---|---|---:|---:|")
-        train_words, eval_words = word_features(train, train), word_features(train, rows)
+        train_words, eval_words = word_features(train, train, rows)
         for issue in ISSUES:
             train_said = [json.loads(row["reference"])[issue] is True for row in train]
             said = [json.loads(row["reference"])[issue] is True for row in rows]

@@ -26,11 +26,12 @@ def test_a_word_readout_finds_the_flag_its_word_decides_and_not_the_one_it_does_
         for n, flag in enumerate(said)
     ]
     train, held = reviews[:30], reviews[30:]
-    scores = readout_scores(word_features(train, train), said[:30], word_features(train, held))
+    train_words, held_words = word_features(train, train, held)
+    scores = readout_scores(train_words, said[:30], held_words)
     assert split_auc(scores, said[30:]) == 1.0
     # The order number is in one review each: below MIN_FEATURE_REVIEWS, it is no feature.
     parity = [n % 4 < 2 for n in range(40)]
-    scores = readout_scores(word_features(train, train), parity[:30], word_features(train, held))
+    scores = readout_scores(train_words, parity[:30], held_words)
     assert split_auc(scores, parity[30:]) == 0.5
 
 
