@@ -13,8 +13,15 @@ two-star extraction reviews say where the reading is lost: a logistic readout of
 hidden states at each flag (is the reading in the model, unused by its answer?), and one of the
 review's words alone (how hard the references are to learn from that many reviews at all).
 
+With `--people`, the reviews people read blind (`data/audit/`) instead of the references: a
+readout of the model's hidden states fitted on the dev and val sets' readings and scored on June
+2018's, against its own flags there (can the model read what a person reads, given that reading
+to learn from?), and of the product and seller complaints, how many it would flag as such and not
+as a delivery problem, as the unseen-month check asks.
+
 Usage: .venv/bin/python benchmarks/flag_reading.py --eval STORE/prepared/KEY/eval.jsonl
        [--train STORE/prepared/KEY/train.jsonl [--readout-reviews 400]] MODEL_DIR [MODEL_DIR ...]
+       .venv/bin/python benchmarks/flag_reading.py --people [--instructions named] MODEL_DIR ...
 (a model folder: the store's `sft/KEY/model`, a `tucano export` folder)
 """
 
@@ -27,9 +34,10 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from rewards.review_evidence import ISSUES
+from rewards.review_evidence import ISSUES  # noqa: E402
 
 LOW_STARS = 2
 # The hidden states read at a flag: a third of the way up, two thirds, and the last layer's, so a
@@ -40,6 +48,11 @@ READOUT_DEPTHS = (1 / 3, 2 / 3, 1.0)
 READOUT_RIDGE = 1.0
 # Words and word pairs in fewer train reviews than this say nothing a readout can generalize.
 MIN_FEATURE_REVIEWS = 2
+AUDIT = ROOT / "data" / "audit"
+# The dev and val sets people read, to fit on; June 2018's, to score (its 7 reviews that those
+# sets hold too are left out of the fit).
+PEOPLE_FITTED = (AUDIT / "low_star_readings.jsonl", AUDIT / "low_star_readings_2.jsonl")
+PEOPLE_SCORED = (AUDIT / "june2018_low_star_readings.jsonl",)
 
 
 def auc(positives: list[float], negatives: list[float]) -> float:
@@ -64,6 +77,75 @@ def low_star_extraction(path: Path, limit: int | None = None) -> list[dict]:
         if row["task"] == "extraction" and row["review_score"] <= LOW_STARS
     ]
     return rows[:limit]
+
+
+def read_review_id(reading: dict) -> str:
+    """The review a reading is of: the first sets name it by its extraction prompt."""
+    return reading.get("review_id") or reading["prompt_id"].removeprefix("extraction-")
+
+
+def people_rows(readings: tuple[Path, ...], instructions: str) -> list[dict]:
+    """The reviews of these readings with their extraction prompts (the shipped data's, asked
+    with `instructions`) and, under `people`, the flags the person read."""
+    from tasks.production.analyze import review_prompts
+
+    prompts = {
+        row["review_id"]: row for row in review_prompts(str(ROOT / "data" / "olist"), instructions)
+    }
+    rows = []
+    for path in readings:
+        for reading in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
+            people = {issue: reading[issue] is True for issue in ISSUES}
+            rows.append({**prompts[read_review_id(reading)], "people": people})
+    return rows
+
+
+def people_sets(instructions: str) -> tuple[list[dict], list[dict]]:
+    """The reviews to fit the readouts on and those to score them on: the dev and val sets read
+    before June 2018's hold 7 of its reviews, which are scored only."""
+    scored = people_rows(PEOPLE_SCORED, instructions)
+    month = {row["review_id"] for row in scored}
+    fitted = [
+        row for row in people_rows(PEOPLE_FITTED, instructions) if row["review_id"] not in month
+    ]
+    return fitted, scored
+
+
+def people_table(model_dirs: list[Path], instructions: str) -> None:
+    import torch
+
+    fitted, scored = people_sets(instructions)
+    print(f"readouts fitted on {len(fitted)} reviews people read, scored on {len(scored)} others")
+    print("\n| model | flag | people's | AUC, its own P | AUC, readout | readout flags | false |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for model_dir in model_dirs:
+        found = read_flags(model_dir, scored, hidden=True)
+        learnt = read_flags(model_dir, fitted, hidden=True)
+        flagged = {}
+        for issue in ISSUES:
+            said = [row["people"][issue] for row in scored]
+            scores = readout_scores(
+                torch.stack([states for _, _, states in learnt[issue]]),
+                [row["people"][issue] for row in fitted],
+                torch.stack([states for _, _, states in found[issue]]),
+            )
+            flagged[issue] = [score > 0 for score in scores]
+            hits = sum(f and s for f, s in zip(flagged[issue], said, strict=True))
+            false = sum(f and not s for f, s in zip(flagged[issue], said, strict=True))
+            own = split_auc([p for p, _, _ in found[issue]], said)
+            print(
+                f"| {model_dir} | {issue} | {sum(said)} of {len(said)} | {own:.2f} | "
+                f"{split_auc(scores, said):.2f} | {hits} of {sum(said)} | "
+                f"{false} of {len(said) - sum(said)} |"
+            )
+        for issue in ISSUES:
+            if issue == "delivery_issue":
+                continue
+            complaints = [k for k, row in enumerate(scored) if row["people"][issue]]
+            alone = sum(flagged[issue][k] and not flagged["delivery_issue"][k] for k in complaints)
+            print(
+                f"| {model_dir} | {issue}, not as delivery | | | | {alone} of {len(complaints)} | |"
+            )
 
 
 def read_flags(model_dir: Path, rows: list[dict], hidden: bool = False) -> dict[str, list[tuple]]:
@@ -167,7 +249,18 @@ def word_features(train: list[dict], *row_sets: list[dict]) -> list:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--eval", type=Path, required=True, help="a prepared eval.jsonl")
+    parser.add_argument("--eval", type=Path, help="a prepared eval.jsonl")
+    parser.add_argument(
+        "--people",
+        action="store_true",
+        help="readouts fitted on the dev and val sets people read, scored on June 2018's",
+    )
+    parser.add_argument(
+        "--instructions",
+        default="named",
+        choices=("named", "described"),
+        help="the extraction system message the model was trained with, for --people",
+    )
     parser.add_argument("--train", type=Path, help="its train.jsonl: fit the two readouts on it")
     parser.add_argument(
         "--readout-reviews",
@@ -177,6 +270,11 @@ def main() -> None:
     )
     parser.add_argument("models", type=Path, nargs="+", help="model folders")
     args = parser.parse_args()
+    if args.people:
+        people_table(args.models, args.instructions)
+        return
+    if args.eval is None:
+        parser.error("--eval is required without --people")
     rows = low_star_extraction(args.eval)
     train = low_star_extraction(args.train, args.readout_reviews) if args.train else []
     print(f"{len(rows)} one- and two-star eval reviews of {args.eval}")

@@ -7,8 +7,13 @@ import json
 from pathlib import Path
 
 from benchmarks.flag_reading import (
+    PEOPLE_FITTED,
+    PEOPLE_SCORED,
     low_star_extraction,
+    people_sets,
+    people_table,
     read_flags,
+    read_review_id,
     readout_scores,
     split_auc,
     word_features,
@@ -63,3 +68,46 @@ def test_the_hidden_states_are_read_where_each_flag_is_written(tmp_path: Path) -
     first = [read[issue][0][2] for issue in ISSUES]
     assert not first[0].equal(first[1]) and not first[1].equal(first[2])
     assert read_flags(model_dir, rows)[ISSUES[0]][0][2] is None
+
+
+def test_the_people_readouts_learn_from_the_dev_and_val_readings_and_are_scored_on_june(
+    tmp_path: Path, capsys
+) -> None:
+    fitted, scored = people_sets("named")
+    month = [json.loads(line) for line in PEOPLE_SCORED[0].read_text().splitlines()]
+    # Each reading with its own review's prompt, as the person read it, and no review on both sides.
+    assert [row["review_id"] for row in scored] == [reading["review_id"] for reading in month]
+    assert [row["people"] for row in scored] == [
+        {issue: reading[issue] is True for issue in ISSUES} for reading in month
+    ]
+    # The shipped data's review, as the person read it (title and message each stripped there).
+    assert [row["review_text"].split() for row in scored] == [
+        reading["review_text"].split() for reading in month
+    ]
+    earlier = [json.loads(line) for path in PEOPLE_FITTED for line in path.read_text().splitlines()]
+    months = {reading["review_id"] for reading in month}
+    read = [reading for reading in earlier if read_review_id(reading) not in months]
+    assert len(read) < len(earlier)  # the earlier sets hold some of June's reviews
+    assert [row["people"] for row in fitted] == [
+        {issue: reading[issue] is True for issue in ISSUES} for reading in read
+    ]
+    assert not {row["review_id"] for row in fitted} & months
+
+    store = ArtifactStore(tmp_path / "store")
+    _, base = small_training_inputs(store)
+    model_dir = store.get_dir(base.location, tmp_path / "model")
+    people_table([model_dir], "named")
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        lines[0]
+        == f"readouts fitted on {len(read)} reviews people read, scored on {len(month)} others"
+    )
+    for issue in ISSUES:
+        (line,) = [line for line in lines if f"| {issue} |" in line]
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        complaints = sum(reading[issue] is True for reading in month)
+        assert cells[2] == f"{complaints} of {len(month)}"
+        hits, of = (int(n) for n in cells[5].split(" of "))
+        assert of == complaints and 0 <= hits <= complaints
+        assert cells[6].endswith(f" of {len(month) - complaints}")
+    assert sum(f"| {issue}, not as delivery |" in line for line in lines for issue in ISSUES) == 2

@@ -25,7 +25,8 @@ JUNE = PROJECT_ROOT / "data" / "audit" / "june2018_low_star_readings.jsonl"
 # Per set and issue: the least share of a person's problems the reading finds, and the most
 # share of the reviews without one where it finds one (as measured 2026-11-28, rounded down and
 # up: the dev set's misses wrote the product and seller cues; the val set was read after the
-# second set of cues, and both wrote the third; June never did, data/audit/README.md). No cue
+# second set of cues, and both wrote the third; June never did, but 7 of its 70 reviews are in
+# the dev and val sets too, data/audit/README.md). No cue
 # came from the dev2, val2 and val3 sets (read 2026-11-29): what the reading finds there is what
 # it finds of complaints it was not written from.
 FLOORS = {
