@@ -640,9 +640,9 @@ class Recipe(_Strict):
         ge=1,
         description="Seeds' GRPO runs, then the evaluations of the start model and the tuned "
         "models, run this many at once, each in a process of one torch thread, a job left over "
-        "in the pipeline's own process on every thread (flows/side_by_side.py): on a CPU whose one process of a small model leaves cores idle "
-        "(benchmarks/threads.py). Runs on a work pool (--training-deployment) are its concern, "
-        "not this.",
+        "in the pipeline's own process on every thread (flows/side_by_side.py): on a CPU "
+        "whose one process of a small model leaves cores idle (benchmarks/threads.py). Runs "
+        "on a work pool (--training-deployment) are its concern, not this.",
     )
     data: DataConfig = Field(default_factory=DataConfig, description="Data prep and the split.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The base model.")
