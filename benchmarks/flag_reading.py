@@ -13,11 +13,11 @@ two-star extraction reviews say where the reading is lost: a logistic readout of
 hidden states at each flag (is the reading in the model, unused by its answer?), and one of the
 review's words alone (how hard the references are to learn from that many reviews at all).
 
-With `--people`, the reviews people read blind (`data/audit/`) instead of the references: a
-readout of the model's hidden states fitted on the dev and val sets' readings and scored on June
-2018's, against its own flags there (can the model read what a person reads, given that reading
-to learn from?), and of the product and seller complaints, how many it would flag as such and not
-as a delivery problem, as the unseen-month check asks.
+With `--people`, the reviews people read blind (`data/audit/`) instead of the references (can
+the model read what a person reads, given that reading to learn from?): a readout of the model's
+hidden states at its answer's first judgement, fitted on the dev and val sets' readings and
+scored on June 2018's, and of the product and seller complaints, how many it would flag as such
+and not as a delivery problem, as the unseen-month check asks.
 
 Usage: .venv/bin/python benchmarks/flag_reading.py --eval STORE/prepared/KEY/eval.jsonl
        [--train STORE/prepared/KEY/train.jsonl [--readout-reviews 400]] MODEL_DIR [MODEL_DIR ...]
@@ -49,10 +49,18 @@ READOUT_RIDGE = 1.0
 # Words and word pairs in fewer train reviews than this say nothing a readout can generalize.
 MIN_FEATURE_REVIEWS = 2
 AUDIT = ROOT / "data" / "audit"
-# The dev and val sets people read, to fit on; June 2018's, to score (its 7 reviews that those
-# sets hold too are left out of the fit).
+# The dev and val sets people read, to fit on; June 2018's, to score (those of its reviews the
+# earlier sets hold too are left out of the fit).
 PEOPLE_FITTED = (AUDIT / "low_star_readings.jsonl", AUDIT / "low_star_readings_2.jsonl")
-PEOPLE_SCORED = (AUDIT / "june2018_low_star_readings.jsonl",)
+PEOPLE_SCORED = AUDIT / "june2018_low_star_readings.jsonl"
+# Where --people reads every flag's hidden states: the answer's first judgement, with only the
+# stars' score and sentiment before it, so no flag of the reference's reading is in the context.
+FIRST_JUDGEMENT = "delivery_issue"
+# --people flags a review where its readout scores above all but this share of the reviews a
+# person read no such problem in, the threshold chosen on the scored month itself: an upper
+# bound on what a threshold fitted elsewhere would find. About the reward's own reading's false
+# alarms on June (3 of 22, 2 of 54, 5 of 50).
+PEOPLE_FALSE_ALARMS = 0.1
 
 
 def auc(positives: list[float], negatives: list[float]) -> float:
@@ -84,43 +92,56 @@ def read_review_id(reading: dict) -> str:
     return reading.get("review_id") or reading["prompt_id"].removeprefix("extraction-")
 
 
-def people_rows(readings: tuple[Path, ...], instructions: str) -> list[dict]:
-    """The reviews of these readings with their extraction prompts (the shipped data's, asked
-    with `instructions`) and, under `people`, the flags the person read."""
-    from tasks.production.analyze import review_prompts
-
-    prompts = {
-        row["review_id"]: row for row in review_prompts(str(ROOT / "data" / "olist"), instructions)
-    }
+def people_rows(path: Path, prompts: dict[str, dict]) -> list[dict]:
+    """The reviews of a readings file with their extraction prompts (`prompts`, by review id)
+    and, under `people`, the flags the person read."""
     rows = []
-    for path in readings:
-        for reading in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
-            people = {issue: reading[issue] is True for issue in ISSUES}
-            rows.append({**prompts[read_review_id(reading)], "people": people})
+    for reading in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
+        review_id = read_review_id(reading)
+        if review_id not in prompts:
+            raise SystemExit(f"{path}: review {review_id} has no commented review in the data")
+        people = {issue: reading[issue] is True for issue in ISSUES}
+        rows.append({**prompts[review_id], "people": people})
     return rows
 
 
-def people_sets(instructions: str) -> tuple[list[dict], list[dict]]:
-    """The reviews to fit the readouts on and those to score them on: the dev and val sets read
-    before June 2018's hold 7 of its reviews, which are scored only."""
-    scored = people_rows(PEOPLE_SCORED, instructions)
-    month = {row["review_id"] for row in scored}
-    fitted = [
-        row for row in people_rows(PEOPLE_FITTED, instructions) if row["review_id"] not in month
-    ]
-    return fitted, scored
+def people_sets(instructions: str) -> tuple[list[dict], list[dict], int]:
+    """The reviews to fit the readouts on, those to score them on (June 2018's), and how many
+    of the scored reviews the fitted sets held too (scored only)."""
+    from tasks.production.analyze import review_prompts
+
+    data = review_prompts(str(ROOT / "data" / "olist"), instructions)
+    prompts = {row["review_id"]: row for row in data}
+    scored = people_rows(PEOPLE_SCORED, prompts)
+    june_ids = {row["review_id"] for row in scored}
+    earlier = [row for path in PEOPLE_FITTED for row in people_rows(path, prompts)]
+    fitted = [row for row in earlier if row["review_id"] not in june_ids]
+    return fitted, scored, len(earlier) - len(fitted)
+
+
+def flagged_at(scores: list[float], said: list[bool], false_alarms: float) -> list[bool]:
+    """Flag the scores above all but `false_alarms` of those where `said` is false."""
+    others = sorted((score for score, s in zip(scores, said, strict=True) if not s), reverse=True)
+    allowed = int(false_alarms * len(others))
+    threshold = others[allowed] if allowed < len(others) else float("-inf")
+    return [score > threshold for score in scores]
 
 
 def people_table(model_dirs: list[Path], instructions: str) -> None:
     import torch
 
-    fitted, scored = people_sets(instructions)
-    print(f"readouts fitted on {len(fitted)} reviews people read, scored on {len(scored)} others")
-    print("\n| model | flag | people's | AUC, its own P | AUC, readout | readout flags | false |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    fitted, scored, shared = people_sets(instructions)
+    print(
+        f"readouts fitted on {len(fitted)} reviews people read, scored on June 2018's "
+        f"{len(scored)} ({shared} of them in the fitted sets too, left out of the fit); "
+        f"states read at {FIRST_JUDGEMENT}; flagged above all but {PEOPLE_FALSE_ALARMS:.0%} of "
+        "the reviews read without the problem"
+    )
+    print("\n| model | flag | a person read it | AUC, readout | flagged | false alarms |")
+    print("|---|---|---:|---:|---:|---:|")
     for model_dir in model_dirs:
-        found = read_flags(model_dir, scored, hidden=True)
-        learnt = read_flags(model_dir, fitted, hidden=True)
+        found = read_flags(model_dir, scored, hidden=True, states_at=FIRST_JUDGEMENT)
+        learnt = read_flags(model_dir, fitted, hidden=True, states_at=FIRST_JUDGEMENT)
         flagged = {}
         for issue in ISSUES:
             said = [row["people"][issue] for row in scored]
@@ -129,12 +150,11 @@ def people_table(model_dirs: list[Path], instructions: str) -> None:
                 [row["people"][issue] for row in fitted],
                 torch.stack([states for _, _, states in found[issue]]),
             )
-            flagged[issue] = [score > 0 for score in scores]
+            flagged[issue] = flagged_at(scores, said, PEOPLE_FALSE_ALARMS)
             hits = sum(f and s for f, s in zip(flagged[issue], said, strict=True))
             false = sum(f and not s for f, s in zip(flagged[issue], said, strict=True))
-            own = split_auc([p for p, _, _ in found[issue]], said)
             print(
-                f"| {model_dir} | {issue} | {sum(said)} of {len(said)} | {own:.2f} | "
+                f"| {model_dir} | {issue} | {sum(said)} of {len(said)} | "
                 f"{split_auc(scores, said):.2f} | {hits} of {sum(said)} | "
                 f"{false} of {len(said) - sum(said)} |"
             )
@@ -144,13 +164,16 @@ def people_table(model_dirs: list[Path], instructions: str) -> None:
             complaints = [k for k, row in enumerate(scored) if row["people"][issue]]
             alone = sum(flagged[issue][k] and not flagged["delivery_issue"][k] for k in complaints)
             print(
-                f"| {model_dir} | {issue}, not as delivery | | | | {alone} of {len(complaints)} | |"
+                f"| {model_dir} | {issue}, not as delivery | | | {alone} of {len(complaints)} | |"
             )
 
 
-def read_flags(model_dir: Path, rows: list[dict], hidden: bool = False) -> dict[str, list[tuple]]:
+def read_flags(
+    model_dir: Path, rows: list[dict], hidden: bool = False, states_at: str | None = None
+) -> dict[str, list[tuple]]:
     """Per issue, per row: (P(true) / (P(true) + P(false)), whether the reference flags it, and
-    with `hidden` the hidden states at READOUT_DEPTHS where the model writes the flag)."""
+    with `hidden` the hidden states at READOUT_DEPTHS where the model writes the flag, or, with
+    `states_at`, where it writes that field for every flag)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -182,12 +205,16 @@ def read_flags(model_dir: Path, rows: list[dict], hidden: bool = False) -> dict[
             output = model(encoded["input_ids"], output_hidden_states=hidden)
         logits = output.logits[0].float()
         flags = json.loads(reference)
+        value_tokens = {}
+        for field in set(ISSUES) | ({states_at} if states_at else set()):
+            value_at = len(prompt) + reference.index(f'"{field}":') + len(f'"{field}":')
+            value_tokens[field] = next(i for i, (_, end) in enumerate(offsets) if end > value_at)
         for issue in ISSUES:
-            value_at = len(prompt) + reference.index(f'"{issue}":') + len(f'"{issue}":')
-            token = next(i for i, (start, end) in enumerate(offsets) if end > value_at)
+            token = value_tokens[issue]
             odds = torch.softmax(logits[token - 1][[true_id, false_id]], dim=-1)
+            read_at = value_tokens[states_at or issue]
             states = (
-                torch.cat([output.hidden_states[d][0, token - 1].float() for d in depths])
+                torch.cat([output.hidden_states[d][0, read_at - 1].float() for d in depths])
                 if hidden
                 else None
             )
@@ -259,7 +286,8 @@ def main() -> None:
         "--instructions",
         default="named",
         choices=("named", "described"),
-        help="the extraction system message the model was trained with, for --people",
+        help="the extraction system message the model was trained with (data."
+        "extraction_instructions), for --people",
     )
     parser.add_argument("--train", type=Path, help="its train.jsonl: fit the two readouts on it")
     parser.add_argument(
@@ -271,6 +299,8 @@ def main() -> None:
     parser.add_argument("models", type=Path, nargs="+", help="model folders")
     args = parser.parse_args()
     if args.people:
+        if args.eval or args.train:
+            parser.error("--people reads the audit readings: it takes no --eval or --train")
         people_table(args.models, args.instructions)
         return
     if args.eval is None:

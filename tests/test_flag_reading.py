@@ -1,19 +1,21 @@
-"""benchmarks/flag_reading.py's readouts: a logistic readout finds a flag the words settle, and the
-model's hidden states are read where it writes each flag."""
+"""benchmarks/flag_reading.py's readouts: a logistic readout finds a flag the words settle, the
+model's hidden states are read where it writes each flag (or one field), and the people readout
+is fitted on the earlier readings' flags and scored on June 2018's alone."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from benchmarks import flag_reading
 from benchmarks.flag_reading import (
     PEOPLE_FITTED,
     PEOPLE_SCORED,
+    flagged_at,
     low_star_extraction,
     people_sets,
     people_table,
     read_flags,
-    read_review_id,
     readout_scores,
     split_auc,
     word_features,
@@ -70,44 +72,103 @@ def test_the_hidden_states_are_read_where_each_flag_is_written(tmp_path: Path) -
     assert read_flags(model_dir, rows)[ISSUES[0]][0][2] is None
 
 
-def test_the_people_readouts_learn_from_the_dev_and_val_readings_and_are_scored_on_june(
-    tmp_path: Path, capsys
-) -> None:
-    fitted, scored = people_sets("named")
-    month = [json.loads(line) for line in PEOPLE_SCORED[0].read_text().splitlines()]
-    # Each reading with its own review's prompt, as the person read it, and no review on both sides.
-    assert [row["review_id"] for row in scored] == [reading["review_id"] for reading in month]
+def _readings(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_people_sets_fit_on_the_earlier_readings_and_score_june_alone() -> None:
+    fitted, scored, shared = people_sets("named")
+    june = _readings(PEOPLE_SCORED)
+    assert [row["review_id"] for row in scored] == [reading["review_id"] for reading in june]
     assert [row["people"] for row in scored] == [
-        {issue: reading[issue] is True for issue in ISSUES} for reading in month
+        {issue: reading[issue] is True for issue in ISSUES} for reading in june
     ]
     # The shipped data's review, as the person read it (title and message each stripped there).
     assert [row["review_text"].split() for row in scored] == [
-        reading["review_text"].split() for reading in month
+        reading["review_text"].split() for reading in june
     ]
-    earlier = [json.loads(line) for path in PEOPLE_FITTED for line in path.read_text().splitlines()]
-    months = {reading["review_id"] for reading in month}
-    read = [reading for reading in earlier if read_review_id(reading) not in months]
-    assert len(read) < len(earlier)  # the earlier sets hold some of June's reviews
+    first, second = (_readings(path) for path in PEOPLE_FITTED)
+    # The first set names a review by its extraction prompt, the second by its id.
+    earlier = [(r["prompt_id"][len("extraction-") :], r) for r in first]
+    earlier += [(r["review_id"], r) for r in second]
+    june_ids = {reading["review_id"] for reading in june}
+    kept = [reading for review_id, reading in earlier if review_id not in june_ids]
     assert [row["people"] for row in fitted] == [
-        {issue: reading[issue] is True for issue in ISSUES} for reading in read
+        {issue: reading[issue] is True for issue in ISSUES} for reading in kept
     ]
-    assert not {row["review_id"] for row in fitted} & months
+    # As data/audit/README.md and benchmarks/README.md say: 7 of June's in the earlier sets.
+    assert (len(fitted), shared) == (433, 7)
 
+
+def test_a_flag_is_raised_above_all_but_the_allowed_share_of_false_alarms() -> None:
+    said = [True, True] + [False] * 10
+    scores = [0.9, 0.2, 0.8, 0.3, 0.1, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    # Ten reviews without the problem: one false alarm allowed, the one at 0.8.
+    assert flagged_at(scores, said, 0.1) == [True, False, True] + [False] * 9
+    assert flagged_at(scores, said, 0.0) == [True] + [False] * 11
+    assert flagged_at(scores, said, 1.0) == [True] * 12
+
+
+def test_the_people_table_fits_on_the_peoples_flags_and_counts_what_it_flags(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     store = ArtifactStore(tmp_path / "store")
     _, base = small_training_inputs(store)
     model_dir = store.get_dir(base.location, tmp_path / "model")
+    fitted, scored, _ = people_sets("named")
+    calls = []
+
+    def readout(train_x, train_said, eval_x):
+        # Each flag read perfectly, but the seller one backwards: what the table makes of it.
+        issue = ISSUES[len(calls)]
+        calls.append((issue, train_said, eval_x.shape[0]))
+        said = [row["people"][issue] for row in scored]
+        return [float(s != (issue == "seller_issue")) for s in said]
+
+    monkeypatch.setattr(flag_reading, "readout_scores", readout)
     people_table([model_dir], "named")
-    lines = capsys.readouterr().out.splitlines()
-    assert (
-        lines[0]
-        == f"readouts fitted on {len(read)} reviews people read, scored on {len(month)} others"
+    assert [issue for issue, _, _ in calls] == list(ISSUES)
+    for issue, train_said, eval_rows in calls:
+        assert train_said == [row["people"][issue] for row in fitted]
+        assert eval_rows == len(scored)
+    cells = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith(f"| {model_dir} |"):
+            row = [cell.strip() for cell in line.split("|")[2:-1]]
+            cells[row[0]] = row[1:]
+    count = {issue: sum(row["people"][issue] for row in scored) for issue in ISSUES}
+    n = len(scored)
+    assert cells["delivery_issue"][2:] == [
+        f"{count['delivery_issue']} of {count['delivery_issue']}",
+        f"0 of {n - count['delivery_issue']}",
+    ]
+    assert cells["product_issue"][1:] == [
+        "1.00",
+        f"{count['product_issue']} of {count['product_issue']}",
+        f"0 of {n - count['product_issue']}",
+    ]
+    assert cells["seller_issue"][1:] == [
+        "0.00",
+        f"0 of {count['seller_issue']}",
+        f"0 of {n - count['seller_issue']}",
+    ]
+    alone = sum(
+        row["people"]["product_issue"] and not row["people"]["delivery_issue"] for row in scored
     )
-    for issue in ISSUES:
-        (line,) = [line for line in lines if f"| {issue} |" in line]
-        cells = [cell.strip() for cell in line.split("|")[1:-1]]
-        complaints = sum(reading[issue] is True for reading in month)
-        assert cells[2] == f"{complaints} of {len(month)}"
-        hits, of = (int(n) for n in cells[5].split(" of "))
-        assert of == complaints and 0 <= hits <= complaints
-        assert cells[6].endswith(f" of {len(month) - complaints}")
-    assert sum(f"| {issue}, not as delivery |" in line for line in lines for issue in ISSUES) == 2
+    assert cells["product_issue, not as delivery"][2] == f"{alone} of {count['product_issue']}"
+    assert cells["seller_issue, not as delivery"][2] == f"0 of {count['seller_issue']}"
+
+
+def test_the_states_read_at_one_field_are_that_fields_for_every_flag(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+    model_dir = store.get_dir(base.location, tmp_path / "model")
+    rows = [row for row in store.read_jsonl(data.train) if row["task"] == "extraction"][:3]
+    own = read_flags(model_dir, rows, hidden=True)
+    first = read_flags(model_dir, rows, hidden=True, states_at="delivery_issue")
+    for k in range(len(rows)):
+        for issue in ISSUES:
+            assert first[issue][k][2].equal(own["delivery_issue"][k][2])
+            # The probabilities stay each flag's own.
+            assert first[issue][k][:2] == own[issue][k][:2]
+        assert not first["seller_issue"][k][2].equal(own["seller_issue"][k][2])
