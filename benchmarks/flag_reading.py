@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.unseen_month import READINGS  # noqa: E402
 from rewards.review_evidence import ISSUES  # noqa: E402
 
 LOW_STARS = 2
@@ -52,7 +53,7 @@ AUDIT = ROOT / "data" / "audit"
 # The dev and val sets people read, to fit on; June 2018's, to score (those of its reviews the
 # earlier sets hold too are left out of the fit).
 PEOPLE_FITTED = (AUDIT / "low_star_readings.jsonl", AUDIT / "low_star_readings_2.jsonl")
-PEOPLE_SCORED = AUDIT / "june2018_low_star_readings.jsonl"
+PEOPLE_SCORED = READINGS["2018-06"]
 # Where --people reads every flag's hidden states: the answer's first judgement, with only the
 # stars' score and sentiment before it, so no flag of the reference's reading is in the context.
 FIRST_JUDGEMENT = "delivery_issue"
