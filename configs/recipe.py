@@ -465,7 +465,9 @@ class SftConfig(_Strict):
     max_steps: int = Field(200, gt=0, description="Optimizer steps.")
     batch_size: int = Field(8, gt=0, description="Examples (prompt + reference) per step.")
     save_steps: int = Field(50, gt=0, description="Steps between checkpoints saved into the store.")
-    keep_checkpoints: int = Field(2, gt=0, description="Checkpoints kept in the store.")
+    keep_checkpoints: int = Field(
+        2, gt=0, description="Checkpoints kept in the store while SFT runs (none once it ends)."
+    )
     max_length: int = Field(1024, gt=0, description="Prompt + answer tokens; longer is cut.")
     seed: int = Field(0, description="Seed of SFT's data order and initialisation.")
     task_mix: dict[Task, float] | None = Field(

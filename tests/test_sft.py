@@ -52,8 +52,11 @@ def test_sft_gives_plain_weights_and_a_crashed_run_resumes_to_the_same_model(
     folder = store.local_dir(uninterrupted.location)
     assert not (folder / "adapter_config.json").exists()
     assert not hasattr(AutoModelForCausalLM.from_pretrained(folder), "peft_config")
-    history = store.read_json(f"{uninterrupted.location.rsplit('/', 1)[0]}/log_history.json")
+    run = uninterrupted.location.rsplit("/", 1)[0]
+    history = store.read_json(f"{run}/log_history.json")
     assert [h["step"] for h in history if "loss" in h][-1] == 4
+    # Its checkpoints resume nothing once the model is complete (a full fine-tune's are 3x it).
+    assert not store.exists(f"{run}/checkpoints")
 
     again = ArtifactStore(tmp_path / "b")
     data, base = small_training_inputs(again)
@@ -67,14 +70,19 @@ def test_sft_gives_plain_weights_and_a_crashed_run_resumes_to_the_same_model(
     monkeypatch.setattr(run_callbacks.LogLoss, "on_log", crash_at_step_3)
     with pytest.raises(RuntimeError, match="simulated crash"):
         train_sft(config, LoraConfig(), data, base, again)
+    assert again.listdir(f"{run}/checkpoints") == ["checkpoint-2"]
     monkeypatch.setattr(run_callbacks.LogLoss, "on_log", original)
     with caplog.at_level("INFO", logger="tucano.sft"):
         resumed = train_sft(config, LoraConfig(), data, base, again)
     assert "resuming at step 2" in caplog.text
     assert resumed.fingerprint == uninterrupted.fingerprint
-    # A finished run started again (the task retried, a cache lost) resumes at its last step and
-    # hands back the same weights, not a reloaded variant of them.
+    assert not again.exists(f"{run}/checkpoints")
+    # A finished run started again (the task retried, a cache lost) hands back the same weights,
+    # not a reloaded variant of them, and removes the checkpoints of a run stopped between its
+    # model and their removal.
+    again.put_dir(again.local_dir(f"{run}/model"), f"{run}/checkpoints/checkpoint-4")
     assert train_sft(config, LoraConfig(), data, base, again).fingerprint == resumed.fingerprint
+    assert not again.exists(f"{run}/checkpoints")
 
 
 def test_the_sft_run_key_follows_its_recipe(tmp_path: Path) -> None:

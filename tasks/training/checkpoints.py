@@ -43,6 +43,10 @@ class RunCheckpoints:
             if step not in self.protected:
                 self.store.remove(self._rel(step))
 
+    def remove_all(self) -> None:
+        """Every checkpoint, once the run's result is in the store and none can be resumed."""
+        self.store.remove(self.folder)
+
     def restore_latest(self, output_dir: Path) -> Path | None:
         """Download the newest verified checkpoint into output_dir; None when there is none."""
         for step in reversed(self.steps()):

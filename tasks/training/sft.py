@@ -231,9 +231,14 @@ def _train_sft_unlocked(
     key = sft_key(config, lora, data, base)
     folder = f"sft/{key}"
     location = f"{folder}/{MODEL_FOLDER}"
+    # A full fine-tune's checkpoint holds the weights and Adam's two moments (1.5 GB each for
+    # SmolLM2-135M, two kept): once the model is complete they resume nothing, so they go.
+    checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", config.keep_checkpoints)
     if store.is_complete(location):
-        # A finished run started again (a retry, a lost cache) hands back its model as stored.
+        # A finished run started again (a retry, a lost cache) hands back its model as stored,
+        # and the checkpoints of one stopped between the two writes go now.
         log.info("SFT run %s already finished: %s", key, store.uri(location))
+        checkpoints.remove_all()
         return _artifact(store, location)
     model, tokenizer = load_model_and_tokenizer(base, store)
 
@@ -275,7 +280,6 @@ def _train_sft_unlocked(
         )
     if config.batches_by_length:
         examples = batched_by_length(examples, lengths, config.batch_size, config.seed)
-    checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", config.keep_checkpoints)
     with tempfile.TemporaryDirectory(prefix="tucano-sft-") as tmp:
         workdir = Path(tmp)
         resume = checkpoints.restore_latest(workdir / "checkpoints")
@@ -312,6 +316,7 @@ def _train_sft_unlocked(
         # The history first: a complete model folder is what says the run finished.
         store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
         store.put_dir(workdir / MODEL_FOLDER, location)
+    checkpoints.remove_all()
     return _artifact(store, location)
 
 
