@@ -17,11 +17,15 @@ With `--people`, the reviews people read blind (`data/audit/`) instead of the re
 the model read what a person reads, given that reading to learn from?): a readout of the model's
 hidden states at its answer's first judgement, fitted on the dev and val sets' readings and
 scored on June 2018's, and of the product and seller complaints, how many it would flag as such
-and not as a delivery problem, as the unseen-month check asks.
+and not as a delivery problem, as the unseen-month check asks. Its threshold is chosen on June,
+an upper bound. With `--people --references TRAIN` the readout is what a stage of the pipeline
+could fit: on a train split's one- and two-star reviews and their references' flags, its
+threshold chosen on them by cross-validation, June only scored.
 
 Usage: .venv/bin/python benchmarks/flag_reading.py --eval STORE/prepared/KEY/eval.jsonl
        [--train STORE/prepared/KEY/train.jsonl [--readout-reviews 400]] MODEL_DIR [MODEL_DIR ...]
-       .venv/bin/python benchmarks/flag_reading.py --people [--instructions named] MODEL_DIR ...
+       .venv/bin/python benchmarks/flag_reading.py --people [--instructions named]
+       [--references STORE/prepared/KEY/train.jsonl [--readout-reviews 500]] MODEL_DIR ...
 (a model folder: the store's `sft/KEY/model`, a `tucano export` folder)
 """
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import random
 import re
 import sys
 from pathlib import Path
@@ -62,6 +67,9 @@ FIRST_JUDGEMENT = "delivery_issue"
 # bound on what a threshold fitted elsewhere would find. About the reward's own reading's false
 # alarms on June (3 of 22, 2 of 54, 5 of 50).
 PEOPLE_FALSE_ALARMS = 0.1
+# --references chooses that threshold on the fit's own reviews, each scored by a readout fitted
+# on the other folds: five leave a fifth out, enough to fit on and every review scored once.
+THRESHOLD_FOLDS = 5
 
 
 def auc(positives: list[float], negatives: list[float]) -> float:
@@ -120,24 +128,68 @@ def people_sets(instructions: str) -> tuple[list[dict], list[dict], int]:
     return fitted, scored, len(earlier) - len(fitted)
 
 
-def flagged_at(scores: list[float], said: list[bool], false_alarms: float) -> list[bool]:
-    """Flag the scores above all but `false_alarms` of those where `said` is false."""
+def threshold_at(scores: list[float], said: list[bool], false_alarms: float) -> float:
+    """The score above which lie all but `false_alarms` of those where `said` is false."""
     others = sorted((score for score, s in zip(scores, said, strict=True) if not s), reverse=True)
     allowed = int(false_alarms * len(others))
-    threshold = others[allowed] if allowed < len(others) else float("-inf")
+    return others[allowed] if allowed < len(others) else float("-inf")
+
+
+def flagged_at(scores: list[float], said: list[bool], false_alarms: float) -> list[bool]:
+    """Flag the scores above all but `false_alarms` of those where `said` is false."""
+    threshold = threshold_at(scores, said, false_alarms)
     return [score > threshold for score in scores]
 
 
-def people_table(model_dirs: list[Path], instructions: str) -> None:
+def cross_validated_threshold(train_x, train_said: list[bool], false_alarms: float) -> float:
+    """`threshold_at` on the fit's own reviews, each scored by a readout fitted on the other
+    folds (a seeded deal), so no scored review chooses it."""
+    order = list(range(len(train_said)))
+    random.Random(0).shuffle(order)
+    scores = [0.0] * len(order)
+    for fold in range(THRESHOLD_FOLDS):
+        held = order[fold::THRESHOLD_FOLDS]
+        kept = sorted(set(order) - set(held))
+        fitted = readout_scores(train_x[kept], [train_said[i] for i in kept], train_x[held])
+        for index, score in zip(held, fitted, strict=True):
+            scores[index] = score
+    return threshold_at(scores, train_said, false_alarms)
+
+
+def people_table(
+    model_dirs: list[Path],
+    instructions: str,
+    references: Path | None = None,
+    reviews: int | None = None,
+) -> None:
+    """The readout fitted on people's readings, its threshold chosen on June; with `references`
+    (a train.jsonl), fitted on its first `reviews` one- and two-star reviews and their
+    references' flags, its threshold chosen on them."""
     import torch
 
     fitted, scored, shared = people_sets(instructions)
-    print(
-        f"readouts fitted on {len(fitted)} reviews people read, scored on June 2018's "
-        f"{len(scored)} ({shared} of them in the fitted sets too, left out of the fit); "
-        f"states read at {FIRST_JUDGEMENT}; flagged above all but {PEOPLE_FALSE_ALARMS:.0%} of "
-        "the reviews read without the problem"
-    )
+    if references is None:
+        fitted_said = {issue: [row["people"][issue] for row in fitted] for issue in ISSUES}
+        print(
+            f"readouts fitted on {len(fitted)} reviews people read, scored on June 2018's "
+            f"{len(scored)} ({shared} of them in the fitted sets too, left out of the fit); "
+            f"states read at {FIRST_JUDGEMENT}; flagged above all but {PEOPLE_FALSE_ALARMS:.0%} "
+            "of the reviews read without the problem"
+        )
+    else:
+        june = {row["review_id"] for row in scored}
+        fitted = [
+            row for row in low_star_extraction(references, reviews) if row["review_id"] not in june
+        ]
+        answers = [json.loads(row["reference"]) for row in fitted]
+        fitted_said = {issue: [answer[issue] is True for answer in answers] for issue in ISSUES}
+        print(
+            f"readouts fitted on the references of {len(fitted)} one- and two-star reviews of "
+            f"{references}, scored on June 2018's {len(scored)} as people read them; states read "
+            f"at {FIRST_JUDGEMENT}; flagged above all but {PEOPLE_FALSE_ALARMS:.0%} of the fit's "
+            f"reviews without the reference's problem, each scored by {THRESHOLD_FOLDS}-fold "
+            "cross-validation"
+        )
     print("\n| model | flag | a person read it | AUC, readout | flagged | false alarms |")
     print("|---|---|---:|---:|---:|---:|")
     for model_dir in model_dirs:
@@ -146,12 +198,17 @@ def people_table(model_dirs: list[Path], instructions: str) -> None:
         flagged = {}
         for issue in ISSUES:
             said = [row["people"][issue] for row in scored]
+            fit_x = torch.stack([states for _, _, states in learnt[issue]])
             scores = readout_scores(
-                torch.stack([states for _, _, states in learnt[issue]]),
-                [row["people"][issue] for row in fitted],
-                torch.stack([states for _, _, states in found[issue]]),
+                fit_x, fitted_said[issue], torch.stack([states for _, _, states in found[issue]])
             )
-            flagged[issue] = flagged_at(scores, said, PEOPLE_FALSE_ALARMS)
+            if references is None:
+                flagged[issue] = flagged_at(scores, said, PEOPLE_FALSE_ALARMS)
+            else:
+                threshold = cross_validated_threshold(
+                    fit_x, fitted_said[issue], PEOPLE_FALSE_ALARMS
+                )
+                flagged[issue] = [score > threshold for score in scores]
             hits = sum(f and s for f, s in zip(flagged[issue], said, strict=True))
             false = sum(f and not s for f, s in zip(flagged[issue], said, strict=True))
             print(
@@ -292,6 +349,12 @@ def main() -> None:
     )
     parser.add_argument("--train", type=Path, help="its train.jsonl: fit the two readouts on it")
     parser.add_argument(
+        "--references",
+        type=Path,
+        help="with --people: a train.jsonl whose references' flags the readout is fitted on, its "
+        "threshold chosen on them (June only scored)",
+    )
+    parser.add_argument(
         "--readout-reviews",
         type=int,
         default=400,
@@ -302,10 +365,12 @@ def main() -> None:
     if args.people:
         if args.eval or args.train:
             parser.error("--people reads the audit readings: it takes no --eval or --train")
-        people_table(args.models, args.instructions)
+        people_table(args.models, args.instructions, args.references, args.readout_reviews)
         return
     if args.eval is None:
         parser.error("--eval is required without --people")
+    if args.references:
+        parser.error("--references is a fit for --people")
     rows = low_star_extraction(args.eval)
     train = low_star_extraction(args.train, args.readout_reviews) if args.train else []
     print(f"{len(rows)} one- and two-star eval reviews of {args.eval}")

@@ -11,6 +11,8 @@ from benchmarks import flag_reading
 from benchmarks.flag_reading import (
     PEOPLE_FITTED,
     PEOPLE_SCORED,
+    THRESHOLD_FOLDS,
+    cross_validated_threshold,
     flagged_at,
     low_star_extraction,
     people_sets,
@@ -18,6 +20,7 @@ from benchmarks.flag_reading import (
     read_flags,
     readout_scores,
     split_auc,
+    threshold_at,
     word_features,
 )
 from rewards.review_evidence import ISSUES
@@ -172,3 +175,71 @@ def test_the_states_read_at_one_field_are_that_fields_for_every_flag(tmp_path: P
             # The probabilities stay each flag's own.
             assert first[issue][k][:2] == own[issue][k][:2]
         assert not first["seller_issue"][k][2].equal(own["seller_issue"][k][2])
+
+
+def test_the_cross_validated_threshold_scores_each_review_by_a_readout_not_fitted_on_it(
+    monkeypatch,
+) -> None:
+    import torch
+
+    said = [n % 3 == 0 for n in range(23)]
+    # Each review's feature is its own index and the fake readout scores a review by it, so the
+    # folds' scores are known, and each call shows what it was fitted on.
+    features = torch.arange(23, dtype=torch.float32).unsqueeze(1)
+    calls = []
+
+    def readout(train_x, train_said, eval_x):
+        fitted, held = train_x[:, 0].tolist(), eval_x[:, 0].tolist()
+        calls.append((fitted, held))
+        assert train_said == [said[int(n)] for n in fitted]
+        return [n / 100 for n in held]
+
+    monkeypatch.setattr(flag_reading, "readout_scores", readout)
+    threshold = cross_validated_threshold(features, said, 0.1)
+    assert len(calls) == THRESHOLD_FOLDS
+    assert sorted(n for _, held in calls for n in held) == list(range(23))
+    assert all(not set(fitted) & set(held) for fitted, held in calls)
+    assert threshold == threshold_at([n / 100 for n in range(23)], said, 0.1)
+
+
+def test_the_references_readout_is_fitted_on_the_train_references_and_chooses_its_threshold_there(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """With --references the readout learns the train split's references, never June's reviews
+    (one put in the train file is left out), and flags June where the fit's own folds put the
+    threshold, whatever June's scores would choose."""
+    store = ArtifactStore(tmp_path / "store")
+    data, base = small_training_inputs(store)
+    model_dir = store.get_dir(base.location, tmp_path / "model")
+    _, scored, _ = people_sets("named")
+    train = [
+        {**row, "review_score": 1}
+        for row in store.read_jsonl(data.train)
+        if row["task"] == "extraction"
+    ]
+    references = tmp_path / "train.jsonl"
+    rows = [*train, {**scored[0], "review_score": 1}]
+    references.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    count = {issue: sum(row["people"][issue] for row in scored) for issue in ISSUES}
+    for fold_score, flagged in ((2.0, {i: 0 for i in ISSUES}), (-1.0, count)):
+        finals = []
+
+        def readout(train_x, train_said, eval_x, fold_score=fold_score, finals=finals):
+            if len(train_said) < len(train):  # a fold of the threshold's cross-validation
+                return [fold_score] * eval_x.shape[0]
+            finals.append(train_said)
+            # June read perfectly, between the two thresholds the folds choose.
+            issue = ISSUES[len(finals) - 1]
+            return [float(row["people"][issue]) for row in scored]
+
+        monkeypatch.setattr(flag_reading, "readout_scores", readout)
+        people_table([model_dir], "named", references, reviews=len(rows))
+        assert finals == [
+            [json.loads(row["reference"])[issue] is True for row in train] for issue in ISSUES
+        ]
+        out = capsys.readouterr().out
+        assert f"references of {len(train)} one- and two-star reviews" in out
+        for issue in ISSUES:
+            line = next(x for x in out.splitlines() if x.startswith(f"| {model_dir} | {issue} |"))
+            cells = [cell.strip() for cell in line.split("|")[3:-1]]
+            assert cells[2] == f"{flagged[issue]} of {count[issue]}", (issue, fold_score)
