@@ -17,10 +17,11 @@ With `--people`, the reviews people read blind (`data/audit/`) instead of the re
 the model read what a person reads, given that reading to learn from?): a readout of the model's
 hidden states at its answer's first judgement, fitted on the dev and val sets' readings and
 scored on June 2018's, and of the product and seller complaints, how many it would flag as such
-and not as a delivery problem, as the unseen-month check asks. Its threshold is chosen on June,
-an upper bound. With `--people --references TRAIN` the readout is what a stage of the pipeline
-could fit: on a train split's one- and two-star reviews and their references' flags, its
-threshold chosen on them by cross-validation, June only scored.
+and not as a delivery problem, as the unseen-month check asks. Its threshold is chosen on June
+(at most 10% of June's reviews without the problem flagged), which no run could do. With
+`--people --references TRAIN` the readout is what a stage of the pipeline could fit: on a train
+split's one- and two-star reviews and their references' flags, its threshold chosen on them by
+cross-validation, June only scored.
 
 Usage: .venv/bin/python benchmarks/flag_reading.py --eval STORE/prepared/KEY/eval.jsonl
        [--train STORE/prepared/KEY/train.jsonl [--readout-reviews 400]] MODEL_DIR [MODEL_DIR ...]
@@ -63,8 +64,8 @@ PEOPLE_SCORED = READINGS["2018-06"]
 # stars' score and sentiment before it, so no flag of the reference's reading is in the context.
 FIRST_JUDGEMENT = "delivery_issue"
 # --people flags a review where its readout scores above all but this share of the reviews a
-# person read no such problem in, the threshold chosen on the scored month itself: an upper
-# bound on what a threshold fitted elsewhere would find. About the reward's own reading's false
+# person read no such problem in, the threshold chosen on the scored month itself (no run could:
+# the best this fit can do at that false-alarm rate on June). About the reward's own reading's false
 # alarms on June (3 of 22, 2 of 54, 5 of 50).
 PEOPLE_FALSE_ALARMS = 0.1
 # --references chooses that threshold on the fit's own reviews, each scored by a readout fitted
@@ -181,6 +182,12 @@ def people_table(
         fitted = [
             row for row in low_star_extraction(references, reviews) if row["review_id"] not in june
         ]
+        if fitted and fitted[0]["prompt"][0] != scored[0]["prompt"][0]:
+            raise SystemExit(
+                f"{references}: its extraction system message is not the one --instructions "
+                f"{instructions} builds for June's reviews; name the split's "
+                "data.extraction_instructions"
+            )
         answers = [json.loads(row["reference"]) for row in fitted]
         fitted_said = {issue: [answer[issue] is True for answer in answers] for issue in ISSUES}
         print(
@@ -367,10 +374,10 @@ def main() -> None:
             parser.error("--people reads the audit readings: it takes no --eval or --train")
         people_table(args.models, args.instructions, args.references, args.readout_reviews)
         return
-    if args.eval is None:
-        parser.error("--eval is required without --people")
     if args.references:
         parser.error("--references is a fit for --people")
+    if args.eval is None:
+        parser.error("--eval is required without --people")
     rows = low_star_extraction(args.eval)
     train = low_star_extraction(args.train, args.readout_reviews) if args.train else []
     print(f"{len(rows)} one- and two-star eval reviews of {args.eval}")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks import flag_reading
 from benchmarks.flag_reading import (
     PEOPLE_FITTED,
@@ -221,19 +223,25 @@ def test_the_references_readout_is_fitted_on_the_train_references_and_chooses_it
     rows = [*train, {**scored[0], "review_score": 1}]
     references.write_text("".join(json.dumps(row) + "\n" for row in rows))
     count = {issue: sum(row["people"][issue] for row in scored) for issue in ISSUES}
-    for fold_score, flagged in ((2.0, {i: 0 for i in ISSUES}), (-1.0, count)):
+    with pytest.raises(SystemExit, match="extraction_instructions"):
+        # The small split's prompts describe the fields; June's would name them.
+        people_table([model_dir], "named", references, reviews=len(rows))
+    # The folds put delivery's threshold above June's scores, and the others' first above, then
+    # below them all.
+    for fold_score, flagged in ((2.0, {i: 0 for i in ISSUES}), (-1.0, {**count, ISSUES[0]: 0})):
         finals = []
 
         def readout(train_x, train_said, eval_x, fold_score=fold_score, finals=finals):
             if len(train_said) < len(train):  # a fold of the threshold's cross-validation
-                return [fold_score] * eval_x.shape[0]
+                delivery = ISSUES[len(finals) - 1] == ISSUES[0]
+                return [2.0 if delivery else fold_score] * eval_x.shape[0]
             finals.append(train_said)
             # June read perfectly, between the two thresholds the folds choose.
             issue = ISSUES[len(finals) - 1]
             return [float(row["people"][issue]) for row in scored]
 
         monkeypatch.setattr(flag_reading, "readout_scores", readout)
-        people_table([model_dir], "named", references, reviews=len(rows))
+        people_table([model_dir], "described", references, reviews=len(rows))
         assert finals == [
             [json.loads(row["reference"])[issue] is True for row in train] for issue in ISSUES
         ]
@@ -243,3 +251,8 @@ def test_the_references_readout_is_fitted_on_the_train_references_and_chooses_it
             line = next(x for x in out.splitlines() if x.startswith(f"| {model_dir} | {issue} |"))
             cells = [cell.strip() for cell in line.split("|")[3:-1]]
             assert cells[2] == f"{flagged[issue]} of {count[issue]}", (issue, fold_score)
+            others = len(scored) - count[issue]
+            everything = fold_score < 0 and issue != ISSUES[0]
+            assert cells[3] == f"{others if everything else 0} of {others}"
+        line = next(x for x in out.splitlines() if "product_issue, not as delivery" in x)
+        assert f"| {flagged['product_issue']} of {count['product_issue']} |" in line

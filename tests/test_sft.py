@@ -85,6 +85,50 @@ def test_sft_gives_plain_weights_and_a_crashed_run_resumes_to_the_same_model(
     assert not again.exists(f"{run}/checkpoints")
 
 
+def test_checkpoints_go_only_after_the_model_is_in_the_store(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
+    """A run that fails writing its model keeps every checkpoint and resumes at its last; a store
+    that then refuses their delete leaves the run finished, with a warning."""
+    store = ArtifactStore(tmp_path)
+    data, base = small_training_inputs(store)
+    put_dir, remove = ArtifactStore.put_dir, ArtifactStore.remove
+
+    def model_write_fails(self, local_dir, rel):
+        if rel.endswith("/model"):
+            raise OSError("simulated: the store went away")
+        return put_dir(self, local_dir, rel)
+
+    monkeypatch.setattr(ArtifactStore, "put_dir", model_write_fails)
+    with pytest.raises(OSError, match="simulated"):
+        train_sft(SMALL_SFT, LoraConfig(), data, base, store)
+    run = f"sft/{sft_key(SMALL_SFT, LoraConfig(), data, base)}"
+    assert store.listdir(f"{run}/checkpoints") == ["checkpoint-2", "checkpoint-4"]
+
+    def delete_refused(self, rel):
+        if rel.endswith("/checkpoints"):
+            raise PermissionError("simulated: no delete permission")
+        return remove(self, rel)
+
+    monkeypatch.setattr(ArtifactStore, "put_dir", put_dir)
+    monkeypatch.setattr(ArtifactStore, "remove", delete_refused)
+    with caplog.at_level("INFO", logger="tucano"):
+        finished = train_sft(SMALL_SFT, LoraConfig(), data, base, store)
+    assert "resuming at step 4" in caplog.text
+    assert store.is_complete(finished.location)
+    assert "could not remove" in caplog.text and "no delete permission" in caplog.text
+    # Resumed at its last step, the run is loaded, not trained a step past it (transformers
+    # would), and its model is the one a run never stopped makes.
+    assert store.listdir(f"{run}/checkpoints") == ["checkpoint-2", "checkpoint-4"]
+    assert [h["step"] for h in store.read_json(f"{run}/log_history.json")][-1] == 4
+    uninterrupted = ArtifactStore(tmp_path / "uninterrupted")
+    data, base = small_training_inputs(uninterrupted)
+    monkeypatch.setattr(ArtifactStore, "remove", remove)
+    assert train_sft(SMALL_SFT, LoraConfig(), data, base, uninterrupted).fingerprint == (
+        finished.fingerprint
+    )
+
+
 def test_the_sft_run_key_follows_its_recipe(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path)
     data, base = small_training_inputs(store)

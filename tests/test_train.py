@@ -330,3 +330,42 @@ def test_a_step_updated_in_passes_is_the_step_updated_at_once(tmp_path: Path) ->
     assert max((whole[k] - passes[k]).abs().max().item() for k in whole) < 1e-6
     assert max(w.abs().max().item() for w in whole.values()) > 1e-3  # the adapter did move
     assert [e["step"] for e in losses[0]] == [e["step"] for e in losses[1]] == [1, 2]
+
+
+def test_a_run_stopped_after_its_last_checkpoint_is_loaded_there_not_trained_past_it(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
+    """transformers resumed at max_steps trains one step more (its stop check follows a step): a
+    run whose final adapter never reached the store (a stop, a crash) is loaded from its last
+    checkpoint instead, and hands back the adapter a run never stopped does."""
+    training = TrainingConfig(
+        num_generations=2, prompts_per_step=1, max_completion_length=8, max_steps=4,
+        save_steps=2, heldout_prompts=0, learning_rate=5e-4,
+    )  # fmt: skip
+    lora = LoraConfig(r=4, alpha=8)
+    store = ArtifactStore(tmp_path / "stopped")
+    data, base = small_training_inputs(store)
+    put_dir = ArtifactStore.put_dir
+
+    def final_write_fails(self, local_dir, rel):
+        if rel.endswith("/final"):
+            raise OSError("simulated: the store went away")
+        return put_dir(self, local_dir, rel)
+
+    monkeypatch.setattr(ArtifactStore, "put_dir", final_write_fails)
+    with pytest.raises(OSError, match="simulated"):
+        train_seed(training, lora, data, base, seed=5, store=store)
+    monkeypatch.setattr(ArtifactStore, "put_dir", put_dir)
+    with caplog.at_level("INFO", logger="tucano"):
+        resumed = train_seed(training, lora, data, base, seed=5, store=store)
+    assert "checkpoint-4 is the run's last step" in caplog.text
+    assert resumed.global_step == 4
+    assert [h["step"] for h in store.read_json(resumed.log_history) if "loss" in h][-1] == 4
+    never_stopped = ArtifactStore(tmp_path / "never-stopped")
+    data, base = small_training_inputs(never_stopped)
+    adapter = train_seed(training, lora, data, base, seed=5, store=never_stopped)
+    # The same weights (the folders' configs name their own store's paths).
+    weights = "adapter_model.safetensors"
+    assert (store.local_dir(resumed.folder) / weights).read_bytes() == (
+        never_stopped.local_dir(adapter.folder) / weights
+    ).read_bytes()

@@ -12,6 +12,7 @@ import logging
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from tasks.core.store import ArtifactStore, digest_folder
 
@@ -44,8 +45,12 @@ class RunCheckpoints:
                 self.store.remove(self._rel(step))
 
     def remove_all(self) -> None:
-        """Every checkpoint, once the run's result is in the store and none can be resumed."""
-        self.store.remove(self.folder)
+        """Every checkpoint, once the run's result is in the store and none can be resumed. A
+        store that refuses the delete costs disk space, not the finished run: it is logged."""
+        try:
+            self.store.remove(self.folder)
+        except OSError as error:
+            log.warning("could not remove %s (%s)", self.store.uri(self.folder), error)
 
     def restore_latest(self, output_dir: Path) -> Path | None:
         """Download the newest verified checkpoint into output_dir; None when there is none."""
@@ -62,3 +67,23 @@ class RunCheckpoints:
             log.info("resuming from %s", self.store.uri(rel))
             return local
         return None
+
+
+def train_from(trainer: Any, resume: Path | None) -> None:
+    """`trainer.train()`, from the restored checkpoint if any. Restored at the run's last step (a
+    stop or crash after its final checkpoint, before its result was stored), the checkpoint's
+    weights and state are loaded instead: transformers checks `max_steps` after a step, so its
+    resume would train one step past the end."""
+    if resume is not None and int(resume.name.split("-")[1]) >= trainer.args.max_steps:
+        from transformers.trainer import TRAINER_STATE_NAME
+        from transformers.trainer_callback import TrainerState
+        from transformers.trainer_utils import align_special_tokens
+
+        log.info("%s is the run's last step: loaded, not trained past", resume.name)
+        # What train() does to the model before its first step (the generation config's end of
+        # turn as a list), so the saved model is the one a run never stopped saves.
+        align_special_tokens(trainer.model, trainer.processing_class)
+        trainer._load_from_checkpoint(str(resume))
+        trainer.state = TrainerState.load_from_json(str(resume / TRAINER_STATE_NAME))
+        return
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)

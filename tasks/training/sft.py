@@ -25,7 +25,7 @@ from tasks.core.locks import StoreLock
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import bf16_training, peft_lora_config
-from tasks.training.checkpoints import RunCheckpoints
+from tasks.training.checkpoints import RunCheckpoints, train_from
 from tasks.training.model import load_model_and_tokenizer
 
 # The issues in the order a reference's problem is named by: the rarest in the split first.
@@ -305,7 +305,7 @@ def _train_sft_unlocked(
             f", resuming at step {resume.name.split('-')[1]}" if resume else "",
         )  # fmt: skip
         with signals.deferred():
-            trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+            train_from(trainer, resume)
         signals.stop_if_requested(
             f"SFT's checkpoint after step {trainer.state.global_step} is in "
             f"{store.uri(checkpoints.folder)}"

@@ -31,7 +31,7 @@ from tasks.training.backends import (
     longest_prompt,
     machine_backend,
 )
-from tasks.training.checkpoints import RunCheckpoints
+from tasks.training.checkpoints import RunCheckpoints, train_from
 from tasks.training.heldout import with_heldout_sampling
 from tasks.training.prompt_order import Stratum, stratified_stream, stratum
 from tasks.training.reading_counts import with_reading_counts
@@ -346,7 +346,7 @@ def run_trainer(run: SeedRun) -> None:
         f", resuming at step {run.resume.name.split('-')[1]}" if run.resume else "",
     )
     with signals.deferred():
-        run.trainer.train(resume_from_checkpoint=str(run.resume) if run.resume else None)
+        train_from(run.trainer, run.resume)
     signals.stop_if_requested(
         f"seed {run.seed}'s checkpoint after step {run.trainer.state.global_step} is in "
         f"{run.store.uri(run.checkpoints.folder)}"
