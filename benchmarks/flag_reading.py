@@ -26,7 +26,7 @@ cross-validation, June only scored.
 Usage: .venv/bin/python benchmarks/flag_reading.py --eval STORE/prepared/KEY/eval.jsonl
        [--train STORE/prepared/KEY/train.jsonl [--readout-reviews 400]] MODEL_DIR [MODEL_DIR ...]
        .venv/bin/python benchmarks/flag_reading.py --people [--instructions named]
-       [--references STORE/prepared/KEY/train.jsonl [--readout-reviews 500]] MODEL_DIR ...
+       [--references STORE/prepared/KEY/train.jsonl --readout-reviews 500] MODEL_DIR ...
 (a model folder: the store's `sft/KEY/model`, a `tucano export` folder)
 """
 

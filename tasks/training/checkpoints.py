@@ -21,6 +21,14 @@ log = logging.getLogger("tucano.checkpoints")
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
+def checkpoint_step(folder: Path) -> int:
+    """The step a `checkpoint-N` folder was saved at."""
+    match = _CHECKPOINT.match(folder.name)
+    if match is None:
+        raise ValueError(f"{folder} is not a checkpoint-N folder")
+    return int(match.group(1))
+
+
 class RunCheckpoints:
     def __init__(self, store: ArtifactStore, folder: str, keep: int):
         self.store, self.folder, self.keep = store, folder, keep
@@ -74,7 +82,7 @@ def train_from(trainer: Any, resume: Path | None) -> None:
     stop or crash after its final checkpoint, before its result was stored), the checkpoint's
     weights and state are loaded instead: transformers checks `max_steps` after a step, so its
     resume would train one step past the end."""
-    if resume is not None and int(resume.name.split("-")[1]) >= trainer.args.max_steps:
+    if resume is not None and checkpoint_step(resume) >= trainer.args.max_steps:
         from transformers.trainer import TRAINER_STATE_NAME
         from transformers.trainer_callback import TrainerState
         from transformers.trainer_utils import align_special_tokens

@@ -25,7 +25,7 @@ from tasks.core.locks import StoreLock
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import bf16_training, peft_lora_config
-from tasks.training.checkpoints import RunCheckpoints, train_from
+from tasks.training.checkpoints import RunCheckpoints, checkpoint_step, train_from
 from tasks.training.model import load_model_and_tokenizer
 
 # The issues in the order a reference's problem is named by: the rarest in the split first.
@@ -302,7 +302,7 @@ def _train_sft_unlocked(
         trainer.remove_callback(PrinterCallback)
         log.info(
             "SFT (run %s) for %d steps%s", key, config.max_steps,
-            f", resuming at step {resume.name.split('-')[1]}" if resume else "",
+            f", resuming at step {checkpoint_step(resume)}" if resume else "",
         )  # fmt: skip
         with signals.deferred():
             train_from(trainer, resume)

@@ -31,7 +31,7 @@ from tasks.training.backends import (
     longest_prompt,
     machine_backend,
 )
-from tasks.training.checkpoints import RunCheckpoints, train_from
+from tasks.training.checkpoints import RunCheckpoints, checkpoint_step, train_from
 from tasks.training.heldout import with_heldout_sampling
 from tasks.training.prompt_order import Stratum, stratified_stream, stratum
 from tasks.training.reading_counts import with_reading_counts
@@ -343,7 +343,7 @@ def run_trainer(run: SeedRun) -> None:
         run.key,
         run.backend,
         run.trainer.args.max_steps,
-        f", resuming at step {run.resume.name.split('-')[1]}" if run.resume else "",
+        f", resuming at step {checkpoint_step(run.resume)}" if run.resume else "",
     )
     with signals.deferred():
         train_from(run.trainer, run.resume)
