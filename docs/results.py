@@ -116,6 +116,7 @@ def record(store_uri: str, wall: float, machine: str, how: str, commit: str) -> 
             for task, r in report["comparison"]["pooled"].items()
         },
         "fields": report.get("fields", {}),
+        "claims": report.get("claims", {}),
         "sentiment": report.get("sentiment", {}),
         "truncated": {
             model: {task: s["truncated_share"] for task, s in tasks.items()}
@@ -171,6 +172,22 @@ def readme_block(result: dict[str, Any]) -> str:
             for key in SHOWN_FIELDS
         ),
     ]
+    claims = result.get("claims")
+    if claims:
+        lines += [
+            "",
+            "What the insights answers claim about their table (rewards/table_claims.py reads "
+            "each claim and holds it to the table):",
+            "",
+            "| Measure | " + " | ".join(claims) + " |",
+            "|---|" + "---:|" * len(claims),
+            *(
+                f"| {key} | "
+                + " | ".join(f"{c} of {n}" for c, n in (cs[key] for cs in claims.values()))
+                + " |"
+                for key in next(iter(claims.values()))
+            ),
+        ]
     example = result.get("example")
     if example:
         lines += ["", example_caption(example) + ":", "", *example_blocks(example)]

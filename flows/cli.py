@@ -7,6 +7,7 @@ import argparse
 import functools
 import logging
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -204,8 +205,9 @@ def score_file(args: argparse.Namespace, recipe: Recipe) -> int:
     from tasks.production.monitoring import decision_markdown, drift_decision
 
     database = (lambda: Path(args.database)) if args.database else functools.cache(shipped_database)
-    errors = 0
+    errors = scored_lines = 0
     answers = []
+    unjudged: Counter[str] = Counter()
     try:
         # Bytes, not text: one undecodable line is one bad line, not the end of the run.
         with open(args.input, "rb") as source, output_sink(args.output) as sink:
@@ -215,16 +217,29 @@ def score_file(args: argparse.Namespace, recipe: Recipe) -> int:
                     print(f"tucano score: {args.input}: {scored.error}", file=sys.stderr)
                     continue
                 sink.write(scored.line)
+                scored_lines += 1
+                for key in scored.record.get("not_judged", {}):
+                    unjudged[f"{key} {scored.record['context'][key]!r}"] += 1
                 if scored.record["task"] == "extraction":
                     answers.append(_scored_answer(scored.record))
     except OSError as exc:
         print(f"tucano score: {exc}", file=sys.stderr)
         return 1
+    report = sys.stdout if args.output else sys.stderr
+    print(f"tucano score: {scored_lines} lines scored, {errors} not", file=report, flush=True)
+    if unjudged:
+        named = "; ".join(f"{what}: {count}" for what, count in unjudged.most_common())
+        print(
+            f"tucano score: {unjudged.total()} scored without what the rewards do not know, "
+            f"marked not_judged ({named})",
+            file=report,
+            flush=True,
+        )
     if answers:
         # Offline logs name no model: no eval split to hold them to, only the recipe's limits.
         decision = drift_decision(answers, None, recipe.monitoring, recipe.compare.alpha)
         summary = f"# Extraction answers in {args.input}\n\n{decision_markdown(decision)}"
-        print(summary, file=sys.stdout if args.output else sys.stderr, flush=True)
+        print(summary, file=report, flush=True)
     return 1 if errors else 0
 
 

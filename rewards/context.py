@@ -24,7 +24,8 @@ class RewardContext(TypedDict, total=False):
     question: str | None  # sql_qa: the business question (for people reading logs)
     gold_sql: str | None  # sql_qa gold: run on the Olist database
     gold_answer: str | None  # sql_qa gold: the expected rows as JSON
-    data_summary: str | None  # insights: the numbers an answer may cite
+    data_summary: str | None  # insights: the table an answer's claims are held to
+    analysis_focus: str | None  # insights: what the analysis is asked to focus on
     push_objective: str | None  # push: what the notification is for (rewards/push.py OBJECTIVES)
 
 

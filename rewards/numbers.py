@@ -11,7 +11,7 @@ import re
 from typing import NamedTuple
 
 # A number as written in Portuguese or English: 1.210 | 1,210 | 14,8 | 118.20 | 4,1% ...
-_NUMBER = re.compile(
+NUMBER = re.compile(
     r"(?<![\w.,])\d{1,3}(?:[.,]\d{3})+(?:[.,]\d+)?(?![\w])|(?<![\w.,])\d+(?:[.,]\d+)?"
 )
 # A date or a year is when, not how much: "11/2017", "2018-03", "03/11/2018", "em 2018".
@@ -45,10 +45,29 @@ def number_readings(token: str) -> set[Reading]:
     return readings
 
 
+class WrittenNumber(NamedTuple):
+    start: int
+    end: int
+    readings: set[Reading]
+
+
+def _blanked(pattern: re.Pattern[str], text: str) -> str:
+    return pattern.sub(lambda match: " " * len(match.group()), text)
+
+
+def number_spans(text: str) -> list[WrittenNumber]:
+    """Each number in the text where it is written, with its readings; list markers and dates
+    are left out (blanked, so that positions stay those of the text)."""
+    plain = _blanked(DATE, _blanked(_LIST_MARKER, text))
+    return [
+        WrittenNumber(m.start(), m.end(), number_readings(m.group()))
+        for m in NUMBER.finditer(plain)
+    ]
+
+
 def written_numbers(text: str) -> list[set[Reading]]:
     """The readings of each number in the text, list markers and dates left out."""
-    plain = DATE.sub(" ", _LIST_MARKER.sub(" ", text))
-    return [number_readings(m.group()) for m in _NUMBER.finditer(plain)]
+    return [number.readings for number in number_spans(text)]
 
 
 def values(text: str) -> set[float]:

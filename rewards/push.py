@@ -46,9 +46,17 @@ UNSENDABLE_KEEPS = 0.25
 # that contradicts the customer's situation misinforms or hurts, and costs more.
 OFF_OBJECTIVE_KEEPS = 0.4
 RULED_OUT_KEEPS = 0.3
+# A placeholder left in reaches the customer as brackets: as unsendable as a cut text.
+PLACEHOLDER_KEEPS = 0.2
+# A promise the shop cannot know it keeps (a deadline, a guarantee, a delivery date, a refund)
+# turns into complaints when it is not kept.
+UNBACKED_KEEPS = 0.4
+# Sending the customer away ("não podemos fazer nada", "fale com os Correios") is the opposite
+# of what any objective asks.
+REFUSAL_KEEPS = 0.3
 COMPONENTS = (
-    "length", "portuguese", "creativity", "formal", "several", "unsendable", "objective",
-    "situation",
+    "length", "portuguese", "creativity", "formal", "several", "unsendable", "placeholder",
+    "unbacked", "refusal", "objective", "situation",
 )  # fmt: skip
 # Words and marks Spanish has and Portuguese does not: two of them make a Spanish message.
 SPANISH = ("tu", "llego", "ahora", "gana", "cupon", "usted", "nuestro", "nuestra", "envio", "hoy",
@@ -82,9 +90,11 @@ ON_ITS_WAY = (
     "chegando", "chegara", "vai chegar", "postad", "em rota", "rastre", "segue", "esta indo",
     "transportadora",
 )  # fmt: skip
+# Reassurance, not a question about the deadline ("Dúvidas sobre o prazo?").
 ON_TIME = (
-    "prazo", "previs", "tranquil", "em breve", "data de entrega", "chegara", "vai chegar",
-    "chegando", "a caminho", "ja ja", "logo", "rastre", "dentro do combinado",
+    "no prazo", "dentro do prazo", "previs", "tranquil", "em breve", "chegara", "vai chegar",
+    "chegando", "a caminho", "ja ja", "logo", "rastre", "acompanhe", "dentro do combinado",
+    "segue para entrega",
 )  # fmt: skip
 # "Vale" alone is "worth it" ("vale a pena"); a voucher is "vale-compra", "vale-presente".
 COUPON = (
@@ -98,11 +108,19 @@ APOLOGY = (
 HELP = (
     "ajud", "fale com", "fala com", "conte com", "atendimento", "resolv", "suporte",
     "estamos aqui", "responda", "chame", "chama a gente", "contato", "solucion", "whatsapp",
-    "chat", "o que aconteceu", "o que houve", "troca", "devolu", "reembols", "atender",
+    "chat", "o que aconteceu", "o que houve", "troca", "devolu", "atender",
 )  # fmt: skip
+# A review is asked for, not mentioned: "avalie", "o que achou?", not "sua avaliação é
+# importante" or "avaliar ajuda outros clientes".
 REVIEW_REQUEST = (
-    "avali", "o que achou", "opiniao", "conta pra gente", "conte pra gente", "conta o que",
-    "conte o que", "estrelas", "nota", "comente", "comentario", "feedback", "gostou",
+    "avalie", "avaliem", "que tal avaliar", "pode avaliar", "poderia avaliar", "ja avaliou",
+    "deixe sua avaliacao", "deixe sua nota", "de sua nota", "da sua nota", "de uma nota",
+    "o que achou", "o que voce achou", "conta pra gente", "conte pra gente", "conta o que",
+    "conte o que", "comente", "deixe seu comentario", "deixe sua opiniao", "sua opiniao",
+    "gostou", "estrelas", "feedback",
+    # A reminder asks too: "falta avaliar", "não esqueça de avaliar".
+    "falta avaliar", "nao esqueca de avaliar", "lembre de avaliar", "lembre se de avaliar",
+    "hora de avaliar", "vamos avaliar",
 )  # fmt: skip
 NEW_PURCHASE = (
     "novidade", "confira", "veja", "conheca", "descubra", "leve", "compre", "aproveit",
@@ -123,6 +141,83 @@ COME_BACK = (
 )  # fmt: skip
 # A percentage is a discount however it is worded ("10% na próxima compra").
 _PERCENT = re.compile(r"\d+\s*%")
+# An offer is given to this customer, not advertised: "seu cupom", "use o código", "separamos um
+# cupom", not "temos cupons e ofertas incríveis" or "Frete grátis? Temos!".
+GIVEN = (
+    "seu", "sua", "um cupom", "uma oferta", "use", "usar", "aplique", "ganh", "separamos",
+    "liberamos", "preparamos", "reservamos", "pra voce", "para voce", "esperando voce",
+    "esperando por voce", "te espera", "so pra voce", "proxima compra", "proximo pedido",
+    "de presente", "codigo", "com o cupom", "por nossa conta", "voce", "em qualquer",
+)  # fmt: skip
+# A code or an amount makes an offer concrete: "VOLTA15", "15% OFF", "R$ 20".
+_CONCRETE = re.compile(r"\b[A-Z]{3,}\d{1,3}\b|\d+\s*%|R\$\s*\d")
+
+# What no prompt's data backs: a deadline, a guarantee, a delivery date or time, a refund. The
+# customer takes each as the shop's word, and the shop may not keep it.
+DEADLINE = (
+    "so hoje", "somente hoje", "apenas hoje", "so ate", "valido ate", "valido so", "so vale",
+    "ate meia noite", "ate amanha", "ate domingo", "ate segunda", "ate sexta", "ate sabado",
+    "ultimas horas", "ultimo dia", "ultimos dias", "por tempo limitado", "termina hoje",
+    "acaba hoje", "so nesta semana", "so esta semana", "so neste fim de semana", "corre que",
+)  # fmt: skip
+GUARANTEE = (
+    "garantia",
+    "garantimos",
+    "garantido",
+    "garantida",
+    "garantir que",
+    "com certeza chega",
+)
+REFUND = (
+    "reembols", "devolvemos seu dinheiro", "devolvemos o seu dinheiro", "devolvemos o valor",
+    "dinheiro de volta", "estorn", "devolucao do valor", "devolucao do dinheiro",
+)  # fmt: skip
+_WEEKDAY = r"(?:segunda|terca|quarta|quinta|sexta|sabado|domingo)"
+# "Chega amanhã", "entrega em 24h", "até sexta", "às 18h": a delivery date or time.
+_WHEN = (
+    rf"amanha|hoje|ate (?:o dia|dia|{_WEEKDAY}|\d)|em (?:ate )?\d+\s*(?:h\b|hora|dia|minuto)"
+    rf"|{_WEEKDAY}|\d{{1,2}}/\d{{1,2}}|\d{{1,2}}\s*h\b"
+)
+_DELIVERY_TIME = re.compile(
+    rf"\b(?:cheg|entreg|receb|sai)\w*\b(?:\W+\w+){{0,3}}?\W+(?:{_WHEN})"
+    r"|\bem (?:ate )?\d+\s*(?:h|horas)\b|\bas \d{1,2}\s*h\b"
+)
+# A refusal where the notification is to help: the customer is sent away.
+REFUSAL = (
+    "nao podemos", "nao e possivel", "nao temos informac", "nao temos como", "nao conseguimos",
+    "nada a fazer", "nada podemos", "nao ha o que", "nao ha como", "consulte os correios",
+    "consulte a transportadora", "fale com os correios", "fale com a transportadora",
+    "contato com a transportadora", "contato com os correios", "procure a transportadora",
+    "procure os correios", "nao com a gente", "nao e com a gente", "nao e responsabilidade",
+    "nao nos responsabiliz",
+)  # fmt: skip
+# A template sent as it is: "{nome}", "{{first_name}}", "[CIDADE]", "<produto>", "XX% off".
+_PLACEHOLDER = re.compile(
+    r"\{\{?\s*[\w.]+\s*\}?\}|\[[A-ZÀ-Ý_ ]{2,}\]|<\s*[A-Za-zÀ-ÿ_ ]{2,}\s*>"
+    r"|\bX{2,}\b|\bXX\s*%|R\$\s*X+"
+)
+
+
+def offer_given(text: str) -> bool:
+    """The offer is this customer's (a code, an amount, "seu cupom", "separamos"), not an
+    advertisement of offers."""
+    return _says(text, GIVEN) or bool(_CONCRETE.search(text))
+
+
+def unbacked(text: str) -> bool:
+    """A promise no prompt's data backs: a deadline, a guarantee, a delivery date or time, a
+    refund."""
+    folded = fold(text)
+    return _says(text, (*DEADLINE, *GUARANTEE, *REFUND)) or bool(_DELIVERY_TIME.search(folded))
+
+
+def refuses(text: str) -> bool:
+    return _says(text, REFUSAL)
+
+
+def placeholder(text: str) -> bool:
+    return bool(_PLACEHOLDER.search(text))
+
 
 # What each situation rules out.
 ARRIVED = (
@@ -152,10 +247,11 @@ RULED_OUT = {
 @dataclass(frozen=True)
 class Objective:
     """What a notification is for: the customer's situation, and what it must say (a cue of
-    each group)."""
+    each group); an offer must also be given to the customer (GIVEN)."""
 
     situation: str
     needs: tuple[tuple[str, ...], ...]
+    gives: bool = False
 
 
 # The objectives a retailer's CRM sends for each situation, as data prep writes them; the
@@ -163,22 +259,22 @@ class Objective:
 OBJECTIVES: dict[str, Objective] = {
     "avisar que o pedido está a caminho": Objective("in_transit", (ON_ITS_WAY,)),
     "tranquilizar sobre o prazo de entrega": Objective("in_transit", (ON_TIME,)),
-    "recuperar o cliente insatisfeito com um cupom": Objective("unhappy", (COUPON,)),
+    "recuperar o cliente insatisfeito com um cupom": Objective("unhappy", (COUPON,), gives=True),
     "pedir desculpas e oferecer ajuda": Objective("unhappy", (APOLOGY, HELP)),
     "pedir uma avaliação da compra": Objective("unreviewed", (REVIEW_REQUEST,)),
     "lembrar de avaliar o produto recebido": Objective("unreviewed", (REVIEW_REQUEST,)),
     "sugerir uma nova compra na mesma categoria": Objective("happy", (NEW_PURCHASE,)),
-    "oferecer frete grátis na próxima compra": Objective("happy", (FREE_SHIPPING,)),
+    "oferecer frete grátis na próxima compra": Objective("happy", (FREE_SHIPPING,), gives=True),
     "reengajar o cliente após o cancelamento": Objective("lost", (COME_BACK,)),
-    "trazer o cliente de volta com uma oferta": Objective("lost", (OFFER,)),
+    "trazer o cliente de volta com uma oferta": Objective("lost", (OFFER,), gives=True),
 }
-_BY_FOLDED = {fold(name): objective for name, objective in OBJECTIVES.items()}
 
 
 def objective_named(name: str) -> Objective | None:
     """The objective of that name, accents and case aside; None for one the reward does not
     know."""
-    return _BY_FOLDED.get(" ".join(fold(name).split()))
+    key = " ".join(fold(name).split())
+    return next((o for known, o in OBJECTIVES.items() if fold(known) == key), None)
 
 
 def _says(text: str, cues: tuple[str, ...]) -> bool:
@@ -190,6 +286,8 @@ def objective_keeps(text: str, objective: Objective) -> tuple[float, float]:
     """(what the total keeps for what the objective needs and the notification leaves unsaid,
     what it keeps for what the situation rules out and the notification says)."""
     met = sum(_says(text, needs) for needs in objective.needs) / len(objective.needs)
+    if objective.gives and not offer_given(text):
+        met = 0.0
     ruled_out = _says(_NOT_ARRIVAL.sub(" ", fold(text)), RULED_OUT[objective.situation])
     return (
         OFF_OBJECTIVE_KEEPS + (1 - OFF_OBJECTIVE_KEEPS) * met,
@@ -227,8 +325,14 @@ def score(completion: Any, push_objective: str | None = None) -> Score:
     several = sum(1 for line in text.splitlines() if WORD_LINE.search(line)) > 1
     components["several"] = -(1 - SEVERAL_KEEPS) * subtotal if several else 0.0
     subtotal += components["several"]
-    components["unsendable"] = -(1 - UNSENDABLE_KEEPS) * subtotal if unsendable(text) else 0.0
-    subtotal += components["unsendable"]
+    for name, keeps, found in (
+        ("unsendable", UNSENDABLE_KEEPS, unsendable(text)),
+        ("placeholder", PLACEHOLDER_KEEPS, placeholder(text)),
+        ("unbacked", UNBACKED_KEEPS, unbacked(text)),
+        ("refusal", REFUSAL_KEEPS, refuses(text)),
+    ):
+        components[name] = -(1 - keeps) * subtotal if found else 0.0
+        subtotal += components[name]
     objective = objective_named(push_objective) if isinstance(push_objective, str) else None
     if objective is not None:
         needs_keep, situation_keeps = objective_keeps(text, objective)

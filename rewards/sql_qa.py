@@ -35,6 +35,7 @@ from typing import Any
 
 from rewards.common import SCAN_LIMIT, Score, completion_text, distinct_hits, fold
 from rewards.numbers import DECIMALS, Reading, agrees, values, written_numbers
+from rewards.sql_reading import assumes_answer, misdescribed, read_query
 from rewards.sql_sandbox import Execution, execute
 
 # A cut answer may hold a whole query (the part an analyst runs), never a whole explanation, and
@@ -47,6 +48,10 @@ WRONG_RESULT_KEEPS = 0.5
 # A number stated as the result that the data does not hold is a wrong answer in the words a
 # reader reads: as wrong as a query that returns another result.
 WRONG_NUMBER_KEEPS = WRONG_RESULT_KEEPS
+# An explanation that says the query computes something else (a late rate called an on-time
+# rate, an average a total, a filter it does not have) tells the reader a wrong answer about a
+# right number: as wrong as the number (rewards/sql_reading.py).
+MISDESCRIBED_KEEPS = WRONG_RESULT_KEEPS
 # Two queries offered as alternatives leave the analyst's choice to the reader; when they return
 # different rows, one of them is a wrong answer given beside the right one.
 SECOND_QUERY_KEEPS, DISAGREEING_KEEPS = 0.7, 0.4
@@ -209,7 +214,7 @@ def stated_results(
 
 COMPONENTS = (
     "match", "runs", "structure", "query_and_explanation", "numbers", "domain", "wrong_number",
-    "second_query",
+    "misdescribed", "second_query",
 )  # fmt: skip
 
 
@@ -283,7 +288,11 @@ def score(
     prose_words = len(re.findall(r"[^\W\d_]{2,}", prose))
     gold = gold_rows(database, gold_answer, gold_sql)
     ran = run is not None and run.ok
-    match = result_match(run.rows or [], gold) if ran and gold is not None else 0.0
+    query = read_query(text[span[0] : span[1]]) if span else None
+    assumed = (
+        query is not None and gold is not None and assumes_answer(query, gold, question, gold_sql)
+    )
+    match = result_match(run.rows or [], gold) if ran and gold is not None and not assumed else 0.0
     # What a stated number is held to: the query's result, and the gold where there is one.
     truths = [numeric_cells(rows) for rows in (run.rows if ran else None, gold) if rows is not None]
     queries = [text[start:end] for start, end in spans]
@@ -310,6 +319,11 @@ def score(
         -(1 - WRONG_NUMBER_KEEPS) * wrong / max(1, right + wrong) * subtotal
     )
     subtotal += components["wrong_number"]
+    # Held to its query whether it runs or not: a broken query must not dodge the check.
+    rows = run.rows or [] if ran else []
+    wrongly_told = misdescribed(prose, query, rows, question) if query else []
+    components["misdescribed"] = -(1 - MISDESCRIBED_KEEPS) * subtotal if wrongly_told else 0.0
+    subtotal += components["misdescribed"]
     keeps = _second_query_keeps([run, *later_runs] if database else [None] * len(spans))
     components["second_query"] = -(1 - keeps) * subtotal
     return Score(subtotal + components["second_query"], components)

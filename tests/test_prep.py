@@ -231,3 +231,61 @@ def test_named_extraction_instructions_shorten_only_the_system_message(
         assert new["prompt"][1:] == old["prompt"][1:]
     production = review_prompts(str(SHIPPED_DATA), "named")
     assert {row["prompt"][0]["content"] for row in production} == {SYSTEM["named"]}
+
+
+def test_the_eval_split_judges_insights_on_distinct_summaries(prepared) -> None:
+    """Each summary is asked with one focus before any is asked with a second: the eval split's
+    15 insights prompts are 15 tables where the data has them (it once held 3, five focuses
+    each)."""
+    from tasks.prep.insights import FOCUSES
+
+    for split, rows in (("eval", _rows(prepared, "eval")), ("train", _rows(prepared, "train"))):
+        insights = [row for row in rows if row["task"] == "insights"]
+        summaries = {row["data_summary"] for row in insights}
+        assert len(summaries) == min(len(insights), len(summaries)), split
+        assert {row["analysis_focus"] for row in insights} <= set(FOCUSES.values())
+    eval_insights = [row for row in _rows(prepared, "eval") if row["task"] == "insights"]
+    assert len({row["data_summary"] for row in eval_insights}) == len(eval_insights)
+
+
+def test_an_insights_reference_follows_its_focus_and_says_only_true_things(prepared) -> None:
+    from rewards.insights import claims_of, focus_served
+    from rewards.table_claims import parse_table
+
+    for row in _rows(prepared, "train"):
+        if row["task"] != "insights":
+            continue
+        claims = claims_of(row["reference"], row["data_summary"])
+        assert claims and all(claim.true for claim in claims), (row["prompt_id"], claims)
+        table = parse_table(row["data_summary"])
+        assert table is not None
+        assert focus_served(row["reference"], row["analysis_focus"], table) == 1.0, row["prompt_id"]
+
+
+def test_push_prompts_span_the_customers_situations(prepared) -> None:
+    """Most orders are delivered to a happy customer; taken as drawn, 16 of 20 eval pushes were
+    its two objectives. Taken a situation at a time, each has its share where the data has it."""
+    from collections import Counter
+
+    from rewards.push import OBJECTIVES
+
+    for split in ("eval", "train"):
+        pushes = [row for row in _rows(prepared, split) if row["task"] == "push"]
+        situations = Counter(OBJECTIVES[row["push_objective"]].situation for row in pushes)
+        assert len(situations) == 5, (split, situations)
+        # a situation the split's orders run out of leaves its turns to the others
+        assert max(situations.values()) <= -(-len(pushes) // 4), (split, situations)
+
+
+def test_orders_are_taken_a_situation_at_a_time() -> None:
+    import pandas as pd
+
+    from tasks.prep.push import over_situations
+
+    status = ["delivered"] * 6 + ["shipped", "canceled", "delivered", "delivered"]
+    stars = [5, 5, 5, 4, 5, 1, None, None, None, 2]
+    orders = pd.DataFrame({"order_status": status, "review_score": stars}, index=range(10, 20))
+    taken = over_situations(orders, 6)
+    # in transit, unhappy, unreviewed, happy, lost in turn (the objectives' order), then again
+    # from the first situation with orders left
+    assert list(taken.index) == [16, 15, 18, 10, 17, 19]

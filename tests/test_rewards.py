@@ -254,8 +254,9 @@ SQL_CASES = [
     (SQL + EXPLANATION, 1.0),
     (SQL, 0.40 + 0.10 + 0.15),
     # runs, answers another question: all but the match and the numbers keep half, and the
-    # number it states, the gold's, is not what its own query returns: half again
-    (SQL.replace("'SP'", "'RJ'") + EXPLANATION, 0.5 * 0.5 * (1.0 - 0.40 - 0.10)),
+    # number it states, the gold's, is not what its own query returns: half again; and its
+    # explanation names SP, a filter its query does not have (no question here says SP): half
+    (SQL.replace("'SP'", "'RJ'") + EXPLANATION, 0.5 * 0.5 * 0.5 * (1.0 - 0.40 - 0.10)),
     # the gold count among extra columns: half the match credit
     (SQL.replace("COUNT(*)", "c.customer_state, COUNT(*)") + EXPLANATION, 1.0 - 0.20),
     # does not run: wrong too, and below the query that runs and answers another question
@@ -416,10 +417,10 @@ SUMMARY = (
 @pytest.mark.parametrize(
     ("claim", "grounding"),
     [
-        ("RJ tem atraso de 14,8% e nota 3,6; SP tem 1.210 pedidos.", 0.20),  # three found
-        ("RJ has a 14.8% delay.", 0.20 / 3),  # English notation is read too
+        ("RJ tem atraso de 14,8% e nota 3,6; SP tem 1.210 pedidos.", 0.10),  # three found
+        ("RJ has a 14.8% delay.", 0.10 / 3),  # English notation is read too
         ("RJ tem atraso de 37% e nota 2,1.", -0.50),  # invented
-        ("RJ tem atraso de 14,8% e nota 2,1.", 0.20 / 3 - 0.50 / 2),
+        ("RJ tem atraso de 14,8% e nota 2,1.", 0.10 / 3 - 0.50 / 2),
         ("Sem números aqui.", 0.0),
     ],
 )
@@ -503,7 +504,7 @@ OBJECTIVE_CASES = [
     ),
     (
         "trazer o cliente de volta com uma oferta",
-        "Bruno, volte pra gente com 15% de desconto em brinquedos até sexta 🧸",
+        "Bruno, volte pra gente com 15% de desconto em brinquedos 🧸",
         "Bruno, os brinquedos continuam te esperando na loja 🧸",
     ),
 ]

@@ -77,20 +77,50 @@ def test_a_push_is_scored_against_its_objective_and_an_unknown_one_is_named(
             {"task": "push", "completion": text, "context": {"push_objective": review}}
             for text in (
                 "Conta pra gente o que achou da compra! ⭐",
-                "Use o cupom VOLTA10 hoje! ⭐",
+                "Use o cupom VOLTA10 na próxima compra! ⭐",
             )
         ),
         {"task": "push", "completion": "Oi!", "context": {"push_objective": "pedir avaliacao"}},
     ]
     logs, out = tmp_path / "push.jsonl", tmp_path / "scored.jsonl"
     logs.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert main(["score", "--input", str(logs), "--output", str(out)]) == 1
-    assert "line 4: context 'push_objective' 'pedir avaliacao' is not an objective" in (
-        capsys.readouterr().err
-    )
-    bare, asked, offered = (json.loads(line) for line in out.read_text().splitlines())
+    assert main(["score", "--input", str(logs), "--output", str(out)]) == 0
+    bare, asked, offered, unknown = (json.loads(line) for line in out.read_text().splitlines())
     assert asked["total"] == bare["total"] and asked["components"]["objective"] == 0.0
     assert offered["components"]["objective"] < 0 and offered["total"] < 0.6 * asked["total"]
+    assert "'pedir avaliacao' is not an objective" in unknown["not_judged"]["push_objective"]
+    assert unknown["components"]["objective"] == 0.0 and "not_judged" not in asked
+    assert "push_objective 'pedir avaliacao': 1" in capsys.readouterr().out
+
+
+def test_a_log_with_objectives_of_its_own_gets_a_row_for_every_row(tmp_path: Path, capsys) -> None:
+    """A production log's CRM has objectives the reward was never given: every line is scored on
+    what can be judged, the lines say what was not, and the run succeeds."""
+    own = (
+        "recuperar carrinho abandonado com cupom",
+        "avisar sobre a volta de um item ao estoque",
+        "convidar para o programa de fidelidade",
+    )
+    known = "sugerir uma nova compra na mesma categoria"
+    lines = [
+        {
+            "task": "push",
+            "completion": f"Ana, {'tem novidade em pet shop pra você' if n % 9 else 'olá {nome}'}!",
+            "context": {"push_objective": own[n % 3] if n < 3 else known},
+        }
+        for n in range(27)
+    ]
+    logs, out = tmp_path / "crm.jsonl", tmp_path / "scored.jsonl"
+    logs.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+    assert main(["score", "--input", str(logs), "--output", str(out)]) == 0
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(scored) == 27
+    assert [bool(r.get("not_judged")) for r in scored] == [n < 3 for n in range(27)]
+    assert all(0.0 <= r["total"] <= 1.0 for r in scored)
+    assert scored[0]["components"]["placeholder"] < 0  # what can be judged still is
+    printed = capsys.readouterr().out
+    assert "27 lines scored, 0 not" in printed
+    assert "3 scored without what the rewards do not know" in printed
 
 
 def test_the_help_says_which_context_keys_each_task_reads(capsys) -> None:
@@ -329,7 +359,8 @@ def test_the_installed_command_scores_around_a_lone_surrogate_and_bad_utf8(tmp_p
     run = subprocess.run([tucano, "score", "--input", source], capture_output=True, timeout=120)
     assert run.returncode == 1
     assert run.stderr.decode().splitlines() == [
-        f"tucano score: {source}: line 2: not UTF-8: invalid continuation byte (byte offset 34)"
+        f"tucano score: {source}: line 2: not UTF-8: invalid continuation byte (byte offset 34)",
+        "tucano score: 2 lines scored, 1 not",
     ]
     scored = _read_jsonl(run.stdout)
     assert [r["completion"] for r in scored] == ["Oi \ufffd, seu pedido chegou!", "Tudo certo 💙"]

@@ -99,13 +99,15 @@ def _cell(count: int, of: int) -> str:
     return f"{count} of {of} ({100 * count / of:.0f}%)" if of else "none"
 
 
-def render(agreement: dict[str, dict[str, list[int]]], title: str) -> list[str]:
-    """One row per field and measure, one column per model."""
+def render(
+    agreement: dict[str, dict[str, list[int]]], title: str, rows_are: str = "Field"
+) -> list[str]:
+    """One row per measure (`rows_are` names them), one column per model: "n of m (p%)"."""
     models = list(agreement)
     lines = [
         f"## {title}",
         "",
-        "| Field | " + " | ".join(models) + " |",
+        f"| {rows_are} | " + " | ".join(models) + " |",
         "|---|" + "---:|" * len(models),
     ]
     for key in next(iter(agreement.values()), {}):

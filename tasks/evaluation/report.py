@@ -22,7 +22,7 @@ from rewards import TASKS
 from tasks.core.caching import PROJECT_ROOT, ContentKey, cache_token
 from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
 from tasks.core.store import ArtifactStore
-from tasks.evaluation import field_agreement, plots
+from tasks.evaluation import claim_truth, field_agreement, plots
 from tasks.evaluation.eval_summary import (
     generation_summary,
     last_user_message,
@@ -144,6 +144,7 @@ def _verdict_sections(comparison: Comparison, pooled_title: str) -> list[str]:
 
 
 FIELDS_TITLE = "Extraction: each field against the review's reading"
+CLAIMS_TITLE = "Insights: what the answers claim about their table"
 
 
 def _sample_sections(report: dict[str, Any]) -> list[str]:
@@ -151,6 +152,11 @@ def _sample_sections(report: dict[str, Any]) -> list[str]:
         *render_generation_summary(report["generation"]),
         *(render_sentiment_by_stars(report["sentiment"]) if report.get("sentiment") else []),
         *(field_agreement.render(report["fields"], FIELDS_TITLE) if report.get("fields") else []),
+        *(
+            field_agreement.render(report["claims"], CLAIMS_TITLE, "Measure")
+            if report.get("claims")
+            else []
+        ),
         *render_worst_regressions(report["worst_regressions"]),
     ]
 
@@ -324,7 +330,7 @@ def build_report(
     prompt_texts = {row["prompt_id"]: last_user_message(row["prompt"]) for row in eval_prompts}
     stars = {row["prompt_id"]: row.get("review_score") for row in eval_prompts}
     histories = {a.seed: store.read_json(a.log_history) for a in adapters}
-    extraction_models = {
+    models_rows = {
         **({"raw base": raw_rows} if raw_rows is not None else {}),
         "base": base_rows,
         **seed_rows,
@@ -344,9 +350,12 @@ def build_report(
             base_rows, rows_by_seed, recipe.compare.alpha, recipe.compare.majority
         ),
         "generation": generation_summary({"base": base_rows, **seed_rows}),
-        "sentiment": sentiment_by_stars(extraction_models, stars),
+        "sentiment": sentiment_by_stars(models_rows, stars),
         "fields": field_agreement.by_model(
-            extraction_models, {row["prompt_id"]: row for row in eval_prompts}
+            models_rows, {row["prompt_id"]: row for row in eval_prompts}
+        ),
+        "claims": claim_truth.by_model(
+            models_rows, {row["prompt_id"]: row for row in eval_prompts}
         ),
         "worst_regressions": worst_regressions(base_rows, rows_by_seed, prompt_texts),
         "sft": _sft_step(raw_rows, base_rows, recipe.compare.alpha)

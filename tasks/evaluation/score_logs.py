@@ -1,7 +1,9 @@
 """Scoring production outputs: JSONL in, the same lines with `total` and `components` out.
 
 Each input line is `{"task": ..., "completion": ..., "context": {...}}`, with `"truncated":
-true|false` where the caller knows whether the answer was cut at the token budget. A line without
+true|false` where the caller knows whether the answer was cut at the token budget. A production
+log has push objectives (and analysis focuses) of its own: such a line is scored on what can be
+judged, and its output says under `not_judged` what was not, and why. A line without
 a task is classified by form (and marked `task_inferred`); a bad line is reported by its number
 and the other lines are still scored. SQL answers run against the shipped Olist database, built
 once from data/olist/ into a cache folder, or against a database the caller names.
@@ -21,9 +23,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple, NoReturn
 
-from rewards import SCORERS, score
+from rewards import READS, SCORERS, score
 from rewards.classify import classify
 from rewards.context import ContextError, RewardContext, check_context
+from rewards.insights import judges_focus
+from rewards.push import objective_named
 from tasks.core.caching import PROJECT_ROOT
 from tasks.prep.database import build_database
 from tasks.prep.olist import fingerprint_source, load_tables
@@ -67,16 +71,33 @@ def shipped_database(data: Path = SHIPPED_DATA, cache_dir: Path | None = None) -
     return path
 
 
-def _context(record: dict[str, Any]) -> RewardContext:
+def _context(record: dict[str, Any]) -> tuple[RewardContext, dict[str, str]]:
+    """The line's context as the rewards take it, and what of it is not judged and why: a log
+    has objectives and focuses of its own, and its line is scored on the rest."""
     context = record.get("context")
     if context is None:
-        return {}
+        return {}, {}
     if not isinstance(context, dict):
         raise BadLine("'context' must be an object")
+    objective = context.get("push_objective")
+    not_judged = {}
+    if isinstance(objective, str) and objective_named(objective) is None:
+        context = {key: value for key, value in context.items() if key != "push_objective"}
+        not_judged["push_objective"] = (
+            f"{objective!r} is not an objective the push reward knows; scored on the rest "
+            "(length, Portuguese, placeholders, promises, refusals, the situation unread)"
+        )
     try:
-        return check_context(context)
+        checked = check_context(context)
     except ContextError as exc:
         raise BadLine(str(exc)) from None
+    focus, summary = checked.get("analysis_focus"), checked.get("data_summary")
+    if isinstance(focus, str) and isinstance(summary, str) and not judges_focus(focus, summary):
+        not_judged["analysis_focus"] = (
+            f"{focus!r} names no metric of the summary's table the insights reward knows; "
+            "scored on the rest"
+        )
+    return checked, not_judged
 
 
 def score_record(record: Any, database: Callable[[], Path]) -> dict[str, Any]:
@@ -86,7 +107,7 @@ def score_record(record: Any, database: Callable[[], Path]) -> dict[str, Any]:
     completion = record.get("completion")
     if not isinstance(completion, str):
         raise BadLine("'completion' must be a string")
-    context = _context(record)
+    context, not_judged = _context(record)
     # Optional: whether the answer was cut at the token budget (a cut answer scores less, and the
     # monitor counts it).
     truncated = record.get("truncated")
@@ -106,7 +127,13 @@ def score_record(record: Any, database: Callable[[], Path]) -> dict[str, Any]:
         "task_inferred": inferred,
         "total": result.total,
         "components": result.components,
+        **({"not_judged": unread} if (unread := _read_by(task, not_judged)) else {}),
     }
+
+
+def _read_by(task: str, not_judged: dict[str, str]) -> dict[str, str]:
+    """What of the unjudged context the task's reward would have read."""
+    return {key: why for key, why in not_judged.items() if key in READS[task]}
 
 
 def _not_json_constant(name: str) -> NoReturn:

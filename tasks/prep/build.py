@@ -28,8 +28,8 @@ from tasks.prep.errors import require
 from tasks.prep.extraction import extraction_prompt, has_review_text
 from tasks.prep.insights import insights_prompts
 from tasks.prep.olist import load_tables
-from tasks.prep.orders import order_view
-from tasks.prep.push import push_prompt
+from tasks.prep.orders import order_view, with_seller_and_payment
+from tasks.prep.push import over_situations, push_prompt
 from tasks.prep.split import partition
 from tasks.prep.sql_qa import sql_prompts
 
@@ -77,7 +77,7 @@ def _deal_orders(
             len(rest), counts["push"], side=side, task="push", what=f"orders left for push{dated}"
         )
         dealt[f"{side}_extraction"] = extraction
-        dealt[f"{side}_push"] = rest.iloc[: counts["push"]]
+        dealt[f"{side}_push"] = over_situations(rest, counts["push"])
     return dealt
 
 
@@ -99,7 +99,11 @@ def build_prompt_sets(
         database, train_counts["sql_qa"], eval_counts["sql_qa"], config.eval_share, rng
     )
     insights_train, insights_eval = insights_prompts(
-        orders, train_counts["insights"], eval_counts["insights"], config.eval_share, rng
+        with_seller_and_payment(orders, tables),
+        train_counts["insights"],
+        eval_counts["insights"],
+        config.eval_share,
+        rng,
     )
     train = (
         per_order("train_extraction", extraction)

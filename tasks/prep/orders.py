@@ -47,3 +47,24 @@ def one_review_per_order(reviews: pd.DataFrame) -> pd.DataFrame:
     return unique.drop_duplicates("order_id")[
         ["order_id", "review_id", "review_score", "review_comment_title", "review_comment_message"]
     ]
+
+
+def with_seller_and_payment(orders: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The order view with the state of the first item's seller and the type of the order's
+    largest payment: what the data summaries also slice by."""
+    sellers = (
+        tables["order_items"]
+        .merge(tables["sellers"][["seller_id", "seller_state"]], on="seller_id", how="left")
+        .sort_values(["order_id", "order_item_id"])
+        .drop_duplicates("order_id")[["order_id", "seller_state"]]
+    )
+    payments = (
+        tables["order_payments"]
+        .sort_values(
+            ["order_id", "payment_value", "payment_sequential"], ascending=[True, False, True]
+        )
+        .drop_duplicates("order_id")[["order_id", "payment_type"]]
+    )
+    return orders.merge(sellers, on="order_id", how="left").merge(
+        payments, on="order_id", how="left"
+    )

@@ -48,6 +48,21 @@ def situation(order: pd.Series) -> str:
     return "unhappy" if order["review_score"] <= 2 else "happy"
 
 
+def over_situations(orders: pd.DataFrame, count: int) -> pd.DataFrame:
+    """`count` of the orders (in their drawn order), taken a situation at a time in turn, so each
+    objective's situation is as present as the data allows: most orders are delivered to a happy
+    customer, and taken as drawn they left the other situations' objectives a handful of prompts
+    (16 of 20 eval pushes were the two happy-customer ones)."""
+    kinds = orders.apply(situation, axis=1)
+    queues = [list(orders.index[kinds == kind]) for kind in OBJECTIVES]
+    picked: list[Any] = []
+    while len(picked) < count and any(queues):
+        for queue in queues:
+            if queue and len(picked) < count:
+                picked.append(queue.pop(0))
+    return orders.loc[picked]
+
+
 def push_prompt(order: pd.Series, rng: random.Random) -> dict[str, Any]:
     objective = rng.choice(OBJECTIVES[situation(order)])
     score = order["review_score"]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from rewards.review_evidence import read_review, star_sentiment
-from tasks.prep.rows import decimal_pt
+from tasks.prep.rows import brl, decimal_pt
 
 SUMMARY_CHARS = 100
 # Where the review and its stars settle nothing (a 3-star review that neither recommends nor
@@ -64,58 +65,162 @@ def _value(cell: Any) -> str:
     return str(cell)
 
 
-def sql_reference(gold_sql: str, answer: list[list[Any]]) -> str:
-    """The gold SQL, then what its result says, in Portuguese."""
+def sql_reference(gold_sql: str, computes: str, answer: list[list[Any]]) -> str:
+    """The gold SQL, then what it computes and what its result says, in Portuguese."""
     if len(answer) == 1 and len(answer[0]) == 1:
         result = f"o resultado é {_value(answer[0][0])}"
     else:
         rows = "; ".join(", ".join(_value(cell) for cell in row) for row in answer)
         result = f"o resultado traz {len(answer)} linhas: {rows}"
-    return (
-        f"```sql\n{gold_sql};\n```\n"
-        f"A consulta cruza os pedidos, clientes e produtos da base e {result}."
-    )
+    return f"```sql\n{gold_sql};\n```\nA consulta {computes}: {result}."
 
 
-def insights_reference(table: pd.DataFrame, label: str) -> str:
-    """An analysis of one data summary: the largest group, the worst delivery and the worst
-    rating, each cited with the summary's own numbers, and what to do about them."""
-    largest = table.index[0]
-    lines = [
-        f"## Análise por {label}",
-        f"- {largest} concentra o maior volume: {int(table.loc[largest, 'pedidos'])} pedidos.",
-    ]
-    actions = ["- Recomendo priorizar o estoque e o marketing onde o volume já é alto."]
-    late = table["atraso"].dropna()
-    if len(late):
-        worst = late.idxmax()
-        lines.append(f"- {worst} tem o maior atraso: {decimal_pt(100 * late[worst])}%.")
-        actions.append(
-            f"- Revisar a logística de {worst} e negociar prazos com as transportadoras."
-        )
-    rated = table["nota"].dropna()
-    if len(rated):
-        worst = rated.idxmin()
-        lines.append(f"- {worst} tem a menor nota média: {decimal_pt(rated[worst])}.")
-        actions.append(
-            f"- Monitorar as avaliações de {worst} e acompanhar cada cliente insatisfeito."
-        )
-    return "\n".join([*lines, "", "**Ações**", *actions])
+@dataclass(frozen=True)
+class Extreme:
+    """The groups at a column's extreme (every group tied there) and the value."""
+
+    groups: list[str]
+    value: float
+
+    @property
+    def names(self) -> str:
+        """'A', 'A e B', 'A, B e C'."""
+        head, last = self.groups[:-1], self.groups[-1]
+        return f"{', '.join(head)} e {last}" if head else last
+
+    @property
+    def have(self) -> str:
+        return f"{self.names} {'têm' if len(self.groups) > 1 else 'tem'}"
+
+
+def _extreme(table: pd.DataFrame, column: str, highest: bool) -> Extreme | None:
+    known = table[column].dropna()
+    if known.empty:
+        return None
+    value = known.max() if highest else known.min()
+    return Extreme([str(g) for g in known.index[known == value]], float(value))
+
+
+def insights_reference(table: pd.DataFrame, label: str, focus: str) -> str:
+    """An analysis of one data summary for the focus the prompt asks (tasks/prep/insights.py
+    FOCUSES): the groups at the extremes of what that focus is about, each with the summary's
+    own number, and what to do about them. Every claim is true of the table (ties name every
+    group tied), which tests/test_references.py holds with the insights reward's own reading."""
+    largest = str(table.index[0])
+    orders = f"{int(table.loc[largest, 'pedidos'])} pedidos"
+    late_most, late_least = _extreme(table, "atraso", True), _extreme(table, "atraso", False)
+    worst_rated, best_rated = _extreme(table, "nota", False), _extreme(table, "nota", True)
+    freight, cheapest = _extreme(table, "frete", True), _extreme(table, "frete", False)
+    ticket = _extreme(table, "ticket", True)
+
+    def late(found: Extreme, which: str) -> str:
+        return f"- {found.have} o {which} atraso: {decimal_pt(100 * found.value)}%."
+
+    def rating(found: Extreme, which: str) -> str:
+        return f"- {found.have} a {which} nota média: {decimal_pt(found.value)}."
+
+    def money(found: Extreme, which: str, what: str) -> str:
+        return f"- {found.have} o {which} {what}: {brl(found.value)}."
+
+    volume = f"- {largest} concentra o maior volume: {orders}."
+    lines: list[str] = []
+    actions: list[str] = []
+    if focus == "logistics":
+        title = "Logística"
+        if late_most and late_least and late_most.value > late_least.value:
+            lines += [late(late_most, "maior"), late(late_least, "menor")]
+            actions += [
+                f"- Revisar a logística de {late_most.names} e negociar prazos com as "
+                "transportadoras.",
+                f"- Levar as práticas de entrega de {late_least.names} aos demais.",
+            ]
+        if late_most and late_most.value == 0:
+            actions.append(f"- Manter os prazos de entrega: nenhum {label} teve atraso.")
+        if freight and cheapest and freight.value > cheapest.value:
+            lines += [
+                money(freight, "maior", "frete médio"),
+                money(cheapest, "menor", "frete médio"),
+            ]
+            actions.append(f"- Negociar o frete de {freight.names} e comparar transportadoras.")
+    elif focus == "satisfaction":
+        title = "Satisfação"
+        if worst_rated and best_rated and best_rated.value > worst_rated.value:
+            lines += [rating(worst_rated, "menor"), rating(best_rated, "maior")]
+            actions += [
+                f"- Acompanhar cada cliente insatisfeito de {worst_rated.names} e corrigir as "
+                "causas das notas baixas.",
+                f"- Levar a {worst_rated.names} o que funciona em {best_rated.names}.",
+            ]
+        actions.append(f"- Monitorar as avaliações por {label} todo mês.")
+    elif focus == "marketing":
+        title = "Marketing e sortimento"
+        lines.append(volume)
+        actions.append(f"- Investir em marketing em {largest}, onde a demanda já é maior.")
+        if ticket:
+            lines.append(money(ticket, "maior", "ticket médio"))
+            actions.append(f"- Ampliar o sortimento de maior valor em {ticket.names}.")
+    elif focus == "retention":
+        title = "Retenção"
+        lines.append(volume)
+        if worst_rated:
+            lines.append(rating(worst_rated, "menor"))
+            actions.append(
+                "- Oferecer um cupom de recompra aos clientes insatisfeitos de "
+                f"{worst_rated.names}."
+            )
+        if late_most and late_most.value > 0:
+            lines.append(late(late_most, "maior"))
+            actions.append(
+                f"- Avisar os clientes de {late_most.names} antes de um atraso e acompanhar cada "
+                "pedido atrasado."
+            )
+        actions.append(f"- Criar uma campanha de recompra para os clientes de {largest}.")
+    else:
+        title = "Principais problemas"
+        if late_most and late_most.value > 0:
+            lines.append(late(late_most, "maior"))
+            actions.append(
+                f"- Revisar a logística de {late_most.names} e negociar prazos com as "
+                "transportadoras."
+            )
+        if worst_rated:
+            lines.append(rating(worst_rated, "menor"))
+            actions.append(
+                f"- Acompanhar cada cliente insatisfeito de {worst_rated.names} e corrigir as "
+                "causas das notas baixas."
+            )
+        lines.append(volume)
+        actions.append(f"- Priorizar {largest}, onde um problema atinge mais clientes.")
+    if not lines:
+        lines.append(volume)
+    return "\n".join([f"## {title} por {label}", *lines, "", "**Ações**", *actions])
 
 
 # What to say for each push objective (tasks/prep/push.py: OBJECTIVES), short enough that the
-# whole notification stays under the 120-character limit with the customer's city in it.
+# whole notification stays under the 120-character limit with the customer's city in it. Each
+# promises only what the objective itself gives (a coupon, free shipping, an offer): no deadline,
+# date, amount or refund that no prompt's data holds.
 PUSH_MESSAGES = {
-    "avisar que o pedido está a caminho": "seu pedido de {item} está a caminho!",
-    "tranquilizar sobre o prazo de entrega": "seu pedido de {item} segue no prazo. Já já chega!",
-    "recuperar o cliente insatisfeito com um cupom": "sentimos muito! Use o cupom VOLTA10 já.",
-    "pedir desculpas e oferecer ajuda": "desculpe pelo transtorno. Fale com a gente e resolvemos!",
-    "pedir uma avaliação da compra": "o que achou do seu pedido de {item}? Avalie em 1 minuto!",
+    "avisar que o pedido está a caminho": "seu pedido de {item} está a caminho! Acompanhe no app.",
+    "tranquilizar sobre o prazo de entrega": (
+        "seu pedido de {item} já está a caminho. Acompanhe a entrega pelo rastreio!"
+    ),
+    "recuperar o cliente insatisfeito com um cupom": (
+        "sentimos muito! Separamos um cupom de desconto pra sua próxima compra."
+    ),
+    "pedir desculpas e oferecer ajuda": (
+        "desculpe pelo transtorno! Fale com a gente: vamos ajudar você."
+    ),
+    "pedir uma avaliação da compra": "o que achou do seu pedido de {item}? Avalie sua compra!",
     "lembrar de avaliar o produto recebido": "seu {item} chegou? Conte pra gente o que achou!",
     "sugerir uma nova compra na mesma categoria": "tem novidade em {item} esperando por você!",
-    "oferecer frete grátis na próxima compra": "frete grátis na sua próxima compra. Só hoje!",
-    "reengajar o cliente após o cancelamento": "sentimos sua falta! Veja as ofertas de {item}.",
-    "trazer o cliente de volta com uma oferta": "volta pra gente? 10% de desconto em {item}.",
+    "oferecer frete grátis na próxima compra": "sua próxima compra tem frete grátis. Aproveite!",
+    "reengajar o cliente após o cancelamento": (
+        "sentimos sua falta! Tem novidade em {item} pra você."
+    ),
+    "trazer o cliente de volta com uma oferta": (
+        "volta pra gente? Separamos uma oferta em {item} pra você."
+    ),
 }
 
 

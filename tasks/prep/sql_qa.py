@@ -48,6 +48,10 @@ class Template:
     question: str
     sql: str
     params: tuple[str, ...]
+    # What the gold query computes, in the words its reference explains it with: the
+    # aggregate, what it counts and the filters it has, nothing it does not (rewards/
+    # sql_reading.py holds an explanation to its query).
+    computes: str
 
 
 TEMPLATES: tuple[Template, ...] = (
@@ -56,6 +60,7 @@ TEMPLATES: tuple[Template, ...] = (
         "Quantos pedidos foram feitos por clientes do estado {uf}?",
         f"SELECT COUNT(*) FROM orders o {_CUSTOMER_JOIN} WHERE c.customer_state = '{{uf}}'",
         ("uf",),
+        "conta os pedidos de clientes de {uf}",
     ),
     Template(
         "delivered_by_state_year",
@@ -64,6 +69,7 @@ TEMPLATES: tuple[Template, ...] = (
         "AND o.order_status = 'delivered' "
         "AND strftime('%Y', o.order_purchase_timestamp) = '{year}'",
         ("uf", "year"),
+        "conta os pedidos de clientes de {uf} comprados em {year} com status entregue",
     ),
     Template(
         "late_rate_state",
@@ -73,6 +79,8 @@ TEMPLATES: tuple[Template, ...] = (
         f"{_CUSTOMER_JOIN} WHERE c.customer_state = '{{uf}}' AND o.order_status = 'delivered' "
         "AND o.order_delivered_customer_date IS NOT NULL",
         ("uf",),
+        "calcula a porcentagem dos pedidos entregues a clientes de {uf} que chegaram depois da "
+        "data estimada",
     ),
     Template(
         "avg_freight_state",
@@ -81,6 +89,7 @@ TEMPLATES: tuple[Template, ...] = (
         f"JOIN orders o ON o.order_id = i.order_id {_CUSTOMER_JOIN} "
         "WHERE c.customer_state = '{uf}'",
         ("uf",),
+        "calcula o frete médio por item comprado por clientes de {uf}",
     ),
     Template(
         "top_cities_state",
@@ -89,6 +98,7 @@ TEMPLATES: tuple[Template, ...] = (
         "WHERE c.customer_state = '{uf}' GROUP BY c.customer_city "
         "ORDER BY pedidos DESC, c.customer_city LIMIT 3",
         ("uf",),
+        "conta os pedidos por cidade de {uf} e mostra as 3 cidades com mais pedidos",
     ),
     Template(
         "avg_score_category",
@@ -97,6 +107,7 @@ TEMPLATES: tuple[Template, ...] = (
         f"JOIN order_items i ON i.order_id = r.order_id {_ITEM_PRODUCT_JOIN} "
         "WHERE p.product_category_name = '{category}'",
         ("category",),
+        "calcula a nota média das avaliações de pedidos com itens da categoria {category}",
     ),
     Template(
         "avg_price_category",
@@ -104,6 +115,7 @@ TEMPLATES: tuple[Template, ...] = (
         f"SELECT ROUND(AVG(i.price), 2) FROM order_items i {_ITEM_PRODUCT_JOIN} "
         "WHERE p.product_category_name = '{category}'",
         ("category",),
+        "calcula o preço médio dos itens vendidos na categoria {category}",
     ),
     Template(
         "items_category_state",
@@ -112,6 +124,7 @@ TEMPLATES: tuple[Template, ...] = (
         f"JOIN orders o ON o.order_id = i.order_id {_CUSTOMER_JOIN} "
         "WHERE p.product_category_name = '{category}' AND c.customer_state = '{uf}'",
         ("category", "uf"),
+        "conta os itens da categoria {category} vendidos para clientes de {uf}",
     ),
     Template(
         "delivery_days_category",
@@ -123,6 +136,8 @@ TEMPLATES: tuple[Template, ...] = (
         "WHERE p.product_category_name = '{category}' "
         "AND o.order_delivered_customer_date IS NOT NULL",
         ("category",),
+        "calcula quantos dias, em média, os pedidos entregues da categoria {category} levaram "
+        "da compra até a entrega",
     ),
     Template(
         "orders_in_month",
@@ -130,6 +145,7 @@ TEMPLATES: tuple[Template, ...] = (
         "SELECT COUNT(*) FROM orders o WHERE strftime('%Y-%m', o.order_purchase_timestamp) = "
         "'{year}-{month}'",
         ("year_month",),
+        "conta os pedidos feitos em {month_pt} de {year}",
     ),
     Template(
         "revenue_month",
@@ -137,6 +153,7 @@ TEMPLATES: tuple[Template, ...] = (
         "SELECT ROUND(SUM(i.price), 2) FROM order_items i JOIN orders o ON o.order_id = i.order_id "
         "WHERE strftime('%Y-%m', o.order_purchase_timestamp) = '{year}-{month}'",
         ("year_month",),
+        "soma os preços dos itens vendidos em {month_pt} de {year}",
     ),
     Template(
         "payment_total_state",
@@ -145,6 +162,7 @@ TEMPLATES: tuple[Template, ...] = (
         f"JOIN orders o ON o.order_id = pay.order_id {_CUSTOMER_JOIN} "
         "WHERE pay.payment_type = '{payment}' AND c.customer_state = '{uf}'",
         ("payment", "uf"),
+        "soma o valor pago com {payment_pt} por clientes de {uf}",
     ),
     Template(
         "top_categories_year",
@@ -156,6 +174,7 @@ TEMPLATES: tuple[Template, ...] = (
         "AND p.product_category_name IS NOT NULL "
         "GROUP BY p.product_category_name ORDER BY itens DESC, p.product_category_name LIMIT 3",
         ("year",),
+        "conta os itens vendidos por categoria em {year} e mostra as 3 categorias com mais itens",
     ),
 )
 
@@ -232,7 +251,7 @@ def sql_prompts(
             task="sql_qa",
             system=SYSTEM,
             user=question,
-            reference=sql_reference(gold_sql, answer),
+            reference=sql_reference(gold_sql, template.computes.format(**values), answer),
             question=question,
             gold_sql=gold_sql,
             gold_answer=json.dumps(answer, ensure_ascii=False),
