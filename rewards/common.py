@@ -82,10 +82,14 @@ def clauses_of(text: str | None) -> list[list[str]]:
 def _cue_in(words: list[str], cue: str) -> tuple[bool, bool]:
     """(said, negated): whether `cue` (a phrase of word prefixes) begins at some word, and whether
     every such place is negated by a word just before it."""
-    parts = cue.split()
+    first, *rest = cue.split()
+    parts = (first, *rest)
     said = negated_everywhere = False
-    for start in range(len(words) - len(parts) + 1):
-        if all(words[start + k].startswith(part) for k, part in enumerate(parts)):
+    for start in range(len(words) - len(rest)):
+        # The first word alone rules out most places: the rest is read only where it matches.
+        if words[start].startswith(first) and all(
+            words[start + k].startswith(part) for k, part in enumerate(rest, start=1)
+        ):
             window = words[max(0, start - NEGATION_REACH) : start]
             negators = [k for k, word in enumerate(window) if word in NEGATORS]
             negated = (

@@ -12,6 +12,7 @@ accent-folded words (rewards/common.py), no model.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -600,7 +601,10 @@ def _in_context(text: str | None) -> _InContext:
     return _InContext(kept, **found)
 
 
+@functools.lru_cache(maxsize=8192)
 def read_review(text: str | None, stars: int | None, delivered_late: bool | None) -> Reading:
+    """What the review says (cached: a score reads its review and its summary several times, and
+    the reading is a pure function of its arguments; callers never change what it returns)."""
     read = _in_context(text)
     clauses = read.clauses
     late_said, on_time_by_negation = cues_said(clauses, DELIVERY_PROBLEM)

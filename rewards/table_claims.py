@@ -21,6 +21,7 @@ accent-folded words, no model: a sentence the rules cannot read makes no claim, 
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -219,6 +220,7 @@ MONTHS_PT = (
 CODE_LETTERS = 3
 
 
+@functools.lru_cache(maxsize=4096)
 def fold_char(ch: str) -> str:
     """One character lower-cased without its accent, or itself where folding would change the
     text's length (positions in the folded text are those of the original)."""
@@ -406,18 +408,23 @@ def _tokens(original: str, folded: str, names: list[GroupName]) -> list[_Token]:
 
 def _metric_at(token: _Token, table: Table) -> tuple[str, bool] | None:
     """The metric a word names, if the table has it, and whether it names its opposite."""
+    return _metric_named(token.text, table.metrics)
+
+
+@functools.lru_cache(maxsize=16384)
+def _metric_named(text: str, metrics: tuple[str, ...]) -> tuple[str, bool] | None:
     for metric, words in METRIC_WORDS.items():
-        if any(w.endswith("$") and token.text == w[:-1] for w in words) and metric in table.metrics:
+        if any(w.endswith("$") and text == w[:-1] for w in words) and metric in metrics:
             return metric, False
         words = tuple(w for w in words if not w.endswith("$"))
-        if metric in table.metrics and any(token.text.startswith(w.split()[0]) for w in words):
-            if any(" " in w for w in words if token.text.startswith(w.split()[0])) and not any(
-                token.text.startswith(w) for w in words if " " not in w
+        if metric in metrics and any(text.startswith(w.split()[0]) for w in words):
+            if any(" " in w for w in words if text.startswith(w.split()[0])) and not any(
+                text.startswith(w) for w in words if " " not in w
             ):
                 continue  # a two-word name ("valor medio") is read by _two_word_metric
-            return metric, token.text.startswith(INVERSE_WORDS)
-    for metric in table.metrics:
-        if metric not in METRIC_WORDS and metric and token.text.startswith(metric[:5]):
+            return metric, text.startswith(INVERSE_WORDS)
+    for metric in metrics:
+        if metric not in METRIC_WORDS and metric and text.startswith(metric[:5]):
             return metric, False
     return None
 
@@ -577,8 +584,9 @@ def _restricted(tokens: list[_Token], k: int) -> bool:
     )
 
 
-def _direction_claims(tokens: list[_Token], table: Table, sentence: str) -> Iterator[Claim]:
-    metrics = _metrics_in(tokens, table)
+def _direction_claims(
+    tokens: list[_Token], table: Table, sentence: str, metrics: list[tuple[int, str, bool]]
+) -> Iterator[Claim]:
     for k, token in enumerate(tokens):
         direction = _direction(tokens, k)
         quality = QUALITY_CUES.get(token.text)
@@ -763,8 +771,13 @@ def _names_a_metric(word: str) -> bool:
     )
 
 
-def _value_claims(tokens: list[_Token], table: Table, sentence: str, asks: bool) -> Iterator[Claim]:
-    metrics = _metrics_in(tokens, table)
+def _value_claims(
+    tokens: list[_Token],
+    table: Table,
+    sentence: str,
+    metrics: list[tuple[int, str, bool]],
+    asks: bool,
+) -> Iterator[Claim]:
     for k, token in enumerate(tokens):
         if token.number is None or _counts_things(tokens, k) or _in_range(tokens, k):
             continue
@@ -825,8 +838,9 @@ def read_claims(text: str, table: Table) -> list[Claim]:
         if not any(t.group for t in tokens):
             continue
         # "SP concentra o maior volume" says one thing, however many cues say it.
-        claims.extend(dict.fromkeys(_direction_claims(tokens, table, sentence.strip())))
-        claims.extend(_value_claims(tokens, table, sentence.strip(), _asks(folded)))
+        metrics = _metrics_in(tokens, table)
+        claims.extend(dict.fromkeys(_direction_claims(tokens, table, sentence.strip(), metrics)))
+        claims.extend(_value_claims(tokens, table, sentence.strip(), metrics, _asks(folded)))
     return claims
 
 

@@ -793,6 +793,15 @@ RULES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def fresh_readings():
+    """Readings are cached (a score reads a review several times); a removed rule must read anew,
+    and leave no reading of its own to the next test."""
+    review_evidence.read_review.cache_clear()
+    yield
+    review_evidence.read_review.cache_clear()
+
+
 @pytest.fixture(scope="module")
 def database(prepared) -> str:
     store, manifest = prepared
@@ -822,6 +831,7 @@ def test_without_the_rule_its_answer_and_its_probe_fail(
     rule: Rule, database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rule.remove(monkeypatch)
+    review_evidence.read_review.cache_clear()
     assert not rule.scores_down(database)
     outcome = run_probe(rule.probe, database)
     assert not outcome["broken"], outcome["why"]  # caught by its check, not by a crash

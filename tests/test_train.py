@@ -296,12 +296,13 @@ def test_each_heldout_eval_logs_how_its_sentiments_read_the_stars(small_run) -> 
     prepared = store.read_json(f"runs/{adapter.run_key}/{RECORD_FILE}")["prepared"]
     heldout = split_heldout(store.read_jsonl(prepared["train"]), 4)[1]
     judged = Counter(star_sentiment(r["review_score"]) for r in heldout if r["review_score"])
-    assert judged == {"negativo": 1}  # one review of the four held-out prompts
+    assert judged  # some of the four held-out prompts are reviews
     for entry in evals:
         # Counts averaged over the eval's batches: none agrees (a random model writes no JSON),
-        # and the held-out review is counted in its group.
-        assert entry["eval_stars_negativo/agreed"] == entry["eval_stars_positivo/agreed"] == 0
-        assert entry["eval_stars_negativo/reviews"] > 0 == entry["eval_stars_positivo/reviews"]
+        # and each held-out review is counted in its group, and only there.
+        for group in ("negativo", "positivo"):
+            assert entry[f"eval_stars_{group}/agreed"] == 0
+            assert (entry[f"eval_stars_{group}/reviews"] > 0) is (group in judged), group
     best = store.read_json(f"runs/{adapter.run_key}/best.json")
     assert best["star_agreement"] == 0.0
 

@@ -67,17 +67,20 @@ def _value(cell: Any) -> str:
 
 def sql_reference(gold_sql: str, computes: str, answer: list[list[Any]]) -> str:
     """The gold SQL, then what it computes and what its result says, in Portuguese."""
-    if len(answer) == 1 and len(answer[0]) == 1:
-        result = f"o resultado é {_value(answer[0][0])}"
-    else:
-        rows = "; ".join(", ".join(_value(cell) for cell in row) for row in answer)
-        result = f"o resultado traz {len(answer)} linhas: {rows}"
+    # The value or the rows alone: what the query computes says what they are.
+    result = "; ".join(", ".join(_value(cell) for cell in row) for row in answer)
     return f"```sql\n{gold_sql};\n```\nA consulta {computes}: {result}."
+
+
+# How many groups tied at an extreme a reference names.
+TIES_NAMED = 2
 
 
 @dataclass(frozen=True)
 class Extreme:
-    """The groups at a column's extreme (every group tied there) and the value."""
+    """The groups at a column's extreme and the value: every group tied there where they are
+    two, the first alone where more (ties are all first places, and the answer must end within
+    the token budget)."""
 
     groups: list[str]
     value: float
@@ -98,7 +101,8 @@ def _extreme(table: pd.DataFrame, column: str, highest: bool) -> Extreme | None:
     if known.empty:
         return None
     value = known.max() if highest else known.min()
-    return Extreme([str(g) for g in known.index[known == value]], float(value))
+    tied = [str(g) for g in known.index[known == value]]
+    return Extreme(tied if len(tied) <= TIES_NAMED else tied[:1], float(value))
 
 
 def insights_reference(table: pd.DataFrame, label: str, focus: str) -> str:
@@ -130,25 +134,22 @@ def insights_reference(table: pd.DataFrame, label: str, focus: str) -> str:
         if late_most and late_least and late_most.value > late_least.value:
             lines += [late(late_most, "maior"), late(late_least, "menor")]
             actions += [
-                f"- Revisar a logística de {late_most.names} e negociar prazos com as "
-                "transportadoras.",
-                f"- Levar as práticas de entrega de {late_least.names} aos demais.",
+                f"- Revisar a logística de {late_most.names} com as transportadoras.",
+                f"- Levar a todos as práticas de entrega de {late_least.names}.",
             ]
         if late_most and late_most.value == 0:
-            actions.append(f"- Manter os prazos de entrega: nenhum {label} teve atraso.")
+            actions.append(f"- Manter os prazos: nenhum {label} teve atraso.")
         if freight and cheapest and freight.value > cheapest.value:
-            lines += [
-                money(freight, "maior", "frete médio"),
-                money(cheapest, "menor", "frete médio"),
-            ]
-            actions.append(f"- Negociar o frete de {freight.names} e comparar transportadoras.")
+            lines.append(money(freight, "maior", "frete médio"))
+            if not lines[:-1]:  # no delay to contrast: the freight's range says it
+                lines.append(money(cheapest, "menor", "frete médio"))
+            actions.append(f"- Negociar o frete de {freight.names}.")
     elif focus == "satisfaction":
         title = "Satisfação"
         if worst_rated and best_rated and best_rated.value > worst_rated.value:
             lines += [rating(worst_rated, "menor"), rating(best_rated, "maior")]
             actions += [
-                f"- Acompanhar cada cliente insatisfeito de {worst_rated.names} e corrigir as "
-                "causas das notas baixas.",
+                f"- Acompanhar os clientes insatisfeitos de {worst_rated.names}.",
                 f"- Levar a {worst_rated.names} o que funciona em {best_rated.names}.",
             ]
         actions.append(f"- Monitorar as avaliações por {label} todo mês.")
@@ -165,30 +166,20 @@ def insights_reference(table: pd.DataFrame, label: str, focus: str) -> str:
         if worst_rated:
             lines.append(rating(worst_rated, "menor"))
             actions.append(
-                "- Oferecer um cupom de recompra aos clientes insatisfeitos de "
-                f"{worst_rated.names}."
+                f"- Oferecer um cupom de recompra aos insatisfeitos de {worst_rated.names}."
             )
         if late_most and late_most.value > 0:
             lines.append(late(late_most, "maior"))
-            actions.append(
-                f"- Avisar os clientes de {late_most.names} antes de um atraso e acompanhar cada "
-                "pedido atrasado."
-            )
+            actions.append(f"- Avisar os clientes de {late_most.names} antes de um atraso.")
         actions.append(f"- Criar uma campanha de recompra para os clientes de {largest}.")
     else:
         title = "Principais problemas"
         if late_most and late_most.value > 0:
             lines.append(late(late_most, "maior"))
-            actions.append(
-                f"- Revisar a logística de {late_most.names} e negociar prazos com as "
-                "transportadoras."
-            )
+            actions.append(f"- Revisar a logística de {late_most.names} com as transportadoras.")
         if worst_rated:
             lines.append(rating(worst_rated, "menor"))
-            actions.append(
-                f"- Acompanhar cada cliente insatisfeito de {worst_rated.names} e corrigir as "
-                "causas das notas baixas."
-            )
+            actions.append(f"- Acompanhar os clientes insatisfeitos de {worst_rated.names}.")
         lines.append(volume)
         actions.append(f"- Priorizar {largest}, onde um problema atinge mais clientes.")
     if not lines:

@@ -98,7 +98,7 @@ TEMPLATES: tuple[Template, ...] = (
         "WHERE c.customer_state = '{uf}' GROUP BY c.customer_city "
         "ORDER BY pedidos DESC, c.customer_city LIMIT 3",
         ("uf",),
-        "conta os pedidos por cidade de {uf} e mostra as 3 cidades com mais pedidos",
+        "conta os pedidos por cidade de {uf}, as 3 com mais pedidos",
     ),
     Template(
         "avg_score_category",
@@ -136,8 +136,7 @@ TEMPLATES: tuple[Template, ...] = (
         "WHERE p.product_category_name = '{category}' "
         "AND o.order_delivered_customer_date IS NOT NULL",
         ("category",),
-        "calcula quantos dias, em média, os pedidos entregues da categoria {category} levaram "
-        "da compra até a entrega",
+        "calcula a média de dias até a entrega dos pedidos entregues de {category}",
     ),
     Template(
         "orders_in_month",
@@ -174,7 +173,7 @@ TEMPLATES: tuple[Template, ...] = (
         "AND p.product_category_name IS NOT NULL "
         "GROUP BY p.product_category_name ORDER BY itens DESC, p.product_category_name LIMIT 3",
         ("year",),
-        "conta os itens vendidos por categoria em {year} e mostra as 3 categorias com mais itens",
+        "conta os itens por categoria em {year}, as 3 com mais itens",
     ),
 )
 
