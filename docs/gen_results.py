@@ -98,18 +98,19 @@ def verdict_table(record: dict[str, Any]) -> str:
     return "\n".join([header, "| --- | ---: | ---: | --- | ---: | ---: | --- |", *rows])
 
 
-def fields_table(record: dict[str, Any]) -> str:
-    models = _models(record)
-    keys = list(next(iter(record["fields"].values()), {}))
+def fields_table(record: dict[str, Any], section: str = "fields", rows_are: str = "field") -> str:
+    """A record's counts, one row per measure and one column per model: the extraction fields,
+    or (section "claims") what the insights answers claim about their table."""
+    counts = record.get(section) or {}
+    models = [m for m in _models(record) if m in counts]
+    keys = list(next(iter(counts.values()), {}))
     rows = [
-        f"| {key} | "
-        + " | ".join("{} of {}".format(*record["fields"][m][key]) for m in models)
-        + " |"
+        f"| {key} | " + " | ".join("{} of {}".format(*counts[m][key]) for m in models) + " |"
         for key in keys
     ]
     names = " | ".join("SFT model" if m == "base" else m for m in models)
     return "\n".join(
-        [f"| field | {names} |", "|---|" + "---:|" * len(models), *rows] if rows else []
+        [f"| {rows_are} | {names} |", "|---|" + "---:|" * len(models), *rows] if rows else []
     )
 
 
@@ -173,6 +174,10 @@ def record_section(record: dict[str, Any]) -> str:
         verdict_table(record),
         "Each extraction field against the review's reading, on the eval split's reviews:",
         fields_table(record),
+        "What the insights answers claim about their table, on the eval split's summaries:"
+        if record.get("claims")
+        else "",
+        fields_table(record, "claims", "measure"),
         "The sentiment against the stars, on the eval split's reviews:",
         sentiment_table(record),
         "Answers cut at the token limit, by task:",

@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from rewards import TASKS  # noqa: E402
 from tasks.core.progress import duration  # noqa: E402
+from tasks.evaluation.claim_truth import MEASURES  # noqa: E402
 
 RESULTS = ROOT / "docs" / "results"
 README = ROOT / "README.md"
@@ -185,7 +186,7 @@ def readme_block(result: dict[str, Any]) -> str:
                 f"| {key} | "
                 + " | ".join(f"{c} of {n}" for c, n in (cs[key] for cs in claims.values()))
                 + " |"
-                for key in next(iter(claims.values()))
+                for key in MEASURES
             ),
         ]
     example = result.get("example")
@@ -204,11 +205,15 @@ def example_caption(example: dict[str, Any]) -> str:
         else f"What the SFT model answered (reward {sft['reward']:.2f}) and what seed {seed} "
         f"answers after GRPO ({tuned['reward']:.2f})"
     )
+    picked = (
+        "every seed kept the SFT model: its answers to them are the SFT model's word for word"
+        if example["unchanged"] == example["complaints"]
+        else f"the seed that gained most on extraction; {example['unchanged']} of its "
+        f"{example['complaints']} answers to them are the SFT model's word for word"
+    )
     return (
         f"The eval split's middle complaint: of its {example['complaints']} one- and two-star "
-        f"reviews, the one at the median of seed {seed}'s rewards (the seed that gained most on "
-        f"extraction; {example['unchanged']} of its {example['complaints']} answers to them are "
-        f"the SFT model's word for word). {answers}"
+        f"reviews, the one at the median of seed {seed}'s rewards ({picked}). {answers}"
     )
 
 
