@@ -173,7 +173,7 @@ TEMPLATES: tuple[Template, ...] = (
         "AND p.product_category_name IS NOT NULL "
         "GROUP BY p.product_category_name ORDER BY itens DESC, p.product_category_name LIMIT 3",
         ("year",),
-        "conta os itens por categoria em {year}, as 3 com mais itens",
+        "conta os itens por categoria em {year}, as 3 maiores",
     ),
 )
 
