@@ -12,4 +12,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The temporary server's telemetry heartbeat races the first run for its fresh SQLite database
 # ("database is locked" tracebacks) and, offline, fails to resolve its host: noise before any work.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Prefect waits 20 s for its temporary server (migrating a fresh SQLite database, starting
+# uvicorn); on two busy cores, a run started beside a training one, it has taken longer, and the
+# run failed before doing anything ("Timed out while attempting to connect to ephemeral Prefect
+# API server").
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60")
 logging.getLogger("tucano").setLevel(logging.INFO)

@@ -105,7 +105,12 @@ def _cue_in(words: list[str], cue: str) -> tuple[bool, bool]:
 def cues_said(clauses: list[list[str]], cues: tuple[str, ...]) -> tuple[bool, bool]:
     """(some cue said as it is, some cue said only under a negation), clause by clause
     ("sem defeito, recomendo" says "recomendo")."""
-    found = [_cue_in(words, cue) for words in clauses for cue in cues]
+    found = []
+    for words in clauses:
+        # A cue's first word begins some word of the clause only where " first" is in the clause
+        # written out: one substring search rules out most cues without reading a word.
+        spaced = " " + " ".join(words)
+        found += [_cue_in(words, cue) for cue in cues if " " + cue.split(None, 1)[0] in spaced]
     return any(s and not n for s, n in found), any(n for _, n in found)
 
 

@@ -55,7 +55,8 @@ def _metrics(orders: pd.DataFrame, by: str) -> pd.DataFrame:
             "pedidos": grouped.size(),
             "ticket": grouped["items_value"].mean(),
             "frete": grouped["freight_value"].mean(),
-            "atraso": grouped["delivered_late"].apply(lambda s: s.dropna().astype(float).mean()),
+            # Orders not delivered yet have no lateness: the mean skips them.
+            "atraso": orders["delivered_late"].astype(float).groupby(orders[by]).mean(),
             "nota": grouped["review_score"].mean(),
         }
     )
