@@ -184,6 +184,9 @@ def test_pipeline_writes_a_complete_report(first_run) -> None:
     # Each extraction field against the review's reading, per model.
     assert set(report["fields"]) == {"raw base", "base", "seed 1", "seed 2"}
     assert "## Extraction: each field against the review's reading" in markdown
+    # What each issue flag can be trusted for, a column per model.
+    assert "## Extraction: what each issue flag can be trusted for" in markdown
+    assert "| Flag | raw base | base | seed 1 | seed 2 |" in markdown
     for path in report["plots"]:
         assert store.read_bytes(path).startswith(b"\x89PNG")  # a real PNG
         assert f"]({path.rsplit('/', 1)[1]})" in markdown

@@ -22,8 +22,10 @@ import yaml
 
 from configs.recipe import load_recipe
 from flows.pipeline import read_latest_run
+from rewards.review_evidence import ISSUES
 from tasks.core.manifests import Adapter
 from tasks.core.store import ArtifactStore
+from tasks.evaluation.field_agreement import NOT_MEASURED
 from tasks.production.analyze import SEEN_ORDER, review_prompts, written_rows
 from tasks.production.export import CARD_FILE, export_model
 from tasks.production.monitoring import DRIFT
@@ -359,6 +361,13 @@ def test_analysis_of_a_later_month_resumes_after_a_kill(
     assert "| Churn risk | Reviews |" in printed
     assert "## Each field against the review" in printed
     assert "| delivery_issue: flagged where stated |" in printed
+    # What each flag can be trusted for, on the model's eval split and on these reviews: the
+    # tiny model parses no answer on either, so nothing is measured, and the table says so.
+    assert "## What each flag can be trusted for" in printed
+    assert "| Flag | its eval split | these reviews |" in printed
+    unmeasured = f"{NOT_MEASURED} (stated none; ruled out none)"
+    for issue in ISSUES:
+        assert f"| {issue} | {unmeasured} | {unmeasured} |" in printed
     assert all(row["review_text"] for row in rows if not row["skipped"])
     assert output.with_suffix(".summary.png").stat().st_size > 0
     # The monitor's status is the one these rows imply: the two-step tiny model writes no JSON

@@ -95,6 +95,68 @@ def by_model(
     }
 
 
+# What a flag can be trusted for, read off its answers on an eval split. A flag raised on fewer
+# than a quarter of the complaints that state its cause finds too few of them to be counted on.
+MISSES_BELOW = 0.25
+# A flag raised where the review rules its cause out at least half as often as where the review
+# states it marks that the customer complains, not what about: its cause cannot be read from it.
+COMPLAINT_NOT_CAUSE = 0.5
+READS_CAUSE = "reads its cause"
+READS_COMPLAINT = "reads a complaint, not its cause"
+MISSES = "misses it"
+NOT_MEASURED = "not measured"
+
+
+def _rate(counts: list[int]) -> float | None:
+    return counts[0] / counts[1] if counts[1] else None
+
+
+def flag_trust(agreement: dict[str, list[int]]) -> dict[str, str]:
+    """Per issue flag, what its answers say it reads (MISSES, READS_COMPLAINT, READS_CAUSE or
+    NOT_MEASURED where the split states no such problem), from `field_agreement`'s counts."""
+    trust = {}
+    for issue in ISSUES:
+        stated = _rate(agreement[f"{issue}: flagged where stated"])
+        ruled_out = _rate(agreement[f"{issue}: flagged where ruled out"])
+        if stated is None:
+            trust[issue] = NOT_MEASURED
+        elif stated < MISSES_BELOW:
+            trust[issue] = MISSES
+        elif ruled_out is not None and ruled_out >= COMPLAINT_NOT_CAUSE * stated:
+            trust[issue] = READS_COMPLAINT
+        else:
+            trust[issue] = READS_CAUSE
+    return trust
+
+
+def render_trust(agreement: dict[str, dict[str, list[int]]], title: str) -> list[str]:
+    """One row per issue flag, one column per model: what the flag reads, with its counts where
+    stated and where ruled out."""
+    models = list(agreement)
+    trust = {model: flag_trust(counts) for model, counts in agreement.items()}
+    lines = [
+        f"## {title}",
+        "",
+        f"A flag {MISSES} where it is raised on fewer than {MISSES_BELOW:.0%} of the reviews "
+        f"that state its problem; it {READS_COMPLAINT} where it is raised on reviews that rule "
+        f"its problem out at least {COMPLAINT_NOT_CAUSE:.0%} as often as where they state it: "
+        "then it says that the customer complains, not what about.",
+        "",
+        "| Flag | " + " | ".join(models) + " |",
+        "|---|" + "---|" * len(models),
+    ]
+    for issue in ISSUES:
+        cells = []
+        for model in models:
+            stated = agreement[model][f"{issue}: flagged where stated"]
+            ruled_out = agreement[model][f"{issue}: flagged where ruled out"]
+            cells.append(
+                f"{trust[model][issue]} (stated {_cell(*stated)}; ruled out {_cell(*ruled_out)})"
+            )
+        lines.append(f"| {issue} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def _cell(count: int, of: int) -> str:
     return f"{count} of {of} ({100 * count / of:.0f}%)" if of else "none"
 

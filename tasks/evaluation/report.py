@@ -145,6 +145,7 @@ def _verdict_sections(comparison: Comparison, pooled_title: str) -> list[str]:
 
 FIELDS_TITLE = "Extraction: each field against the review's reading"
 CLAIMS_TITLE = "Insights: what the answers claim about their table"
+TRUST_TITLE = "Extraction: what each issue flag can be trusted for"
 
 
 def _sample_sections(report: dict[str, Any]) -> list[str]:
@@ -152,6 +153,11 @@ def _sample_sections(report: dict[str, Any]) -> list[str]:
         *render_generation_summary(report["generation"]),
         *(render_sentiment_by_stars(report["sentiment"]) if report.get("sentiment") else []),
         *(field_agreement.render(report["fields"], FIELDS_TITLE) if report.get("fields") else []),
+        *(
+            field_agreement.render_trust(report["fields"], TRUST_TITLE)
+            if report.get("fields")
+            else []
+        ),
         *(
             field_agreement.render(report["claims"], CLAIMS_TITLE, "Measure")
             if report.get("claims")

@@ -26,7 +26,7 @@ import pandas as pd
 
 from configs.recipe import EvalConfig
 from tasks.core import signals
-from tasks.evaluation.field_agreement import field_agreement, render
+from tasks.evaluation.field_agreement import by_model, field_agreement, render, render_trust
 from tasks.prep.extraction import ORDER_LABELS, extraction_prompt
 from tasks.prep.olist import TABLES, read_tables, tables_present
 from tasks.prep.orders import order_view
@@ -218,6 +218,14 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def eval_agreement(
+    eval_rows: list[dict[str, Any]], eval_prompts: list[dict[str, Any]]
+) -> dict[str, list[int]]:
+    """`field_agreement` of the model's own answers on the eval split it was judged on: what its
+    flags can be trusted for, measured where the reviews were read with their orders."""
+    return by_model({"eval": eval_rows}, {row["prompt_id"]: row for row in eval_prompts})["eval"]
+
+
 def _read_against(row: dict[str, Any]) -> tuple[str, str | None, int, bool | None]:
     """An answer with what its fields are read against (.get: a row of a version that kept no
     review is read against its stars)."""
@@ -266,6 +274,11 @@ def summary_markdown(
         lines += [f"| {value} | {count} |" for value, count in summary[key].items()]
     if summary.get("fields"):
         lines += ["", *render({"answers": summary["fields"]}, "Each field against the review")]
+    if summary.get("eval_fields"):
+        measured = {"its eval split": summary["eval_fields"]}
+        if summary.get("fields"):
+            measured["these reviews"] = summary["fields"]
+        lines += render_trust(measured, "What each flag can be trusted for")
     return "\n".join(lines) + "\n"
 
 
