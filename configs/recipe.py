@@ -279,6 +279,12 @@ class TrainingConfig(_Strict):
         description="With prompt_order stratified: the share of each review task's prompts "
         "whose review states a problem (delivery, product, seller); None: as in the split.",
     )
+    task_shares: dict[Task, float] | None = Field(
+        None,
+        description="With prompt_order stratified: each trained task's share of the prompts the "
+        "steps draw (and of the held-out prompts), whatever its share of the train split; the "
+        "shares name every task of `tasks` and add up to 1. None: as in the split.",
+    )
     scale_rewards: Literal["none", "group", "batch"] = Field(
         "none", description="TRL's advantage scaling by the reward std; none as in Dr. GRPO."
     )
@@ -419,6 +425,26 @@ class TrainingConfig(_Strict):
             raise ValueError(
                 f"training.stated_share={self.stated_share} deals prompts to strata: it needs "
                 f"training.prompt_order: stratified (it is {self.prompt_order})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _task_shares_deal_the_trained_tasks(self) -> TrainingConfig:
+        if self.task_shares is None:
+            return self
+        if self.prompt_order != "stratified":
+            raise ValueError(
+                f"training.task_shares={self.task_shares} deals prompts to tasks: it needs "
+                f"training.prompt_order: stratified (it is {self.prompt_order})"
+            )
+        if set(self.task_shares) != set(self.tasks):
+            raise ValueError(
+                f"training.task_shares names {sorted(self.task_shares)}: it must name the trained "
+                f"tasks, training.tasks {sorted(self.tasks)}"
+            )
+        if abs(sum(self.task_shares.values()) - 1) > 1e-6 or min(self.task_shares.values()) <= 0:
+            raise ValueError(
+                f"training.task_shares={self.task_shares}: each share above 0, adding up to 1"
             )
         return self
 

@@ -122,3 +122,52 @@ def test_a_longer_stream_begins_with_the_shorter_one() -> None:
     short = [row["id"] for row in stratified_stream(rows, "9", 30, stated_share=0.5)]
     long = [row["id"] for row in stratified_stream(rows, "9", 97, stated_share=0.5)]
     assert long[:30] == short
+
+
+def test_task_shares_deal_each_step_whatever_the_split_holds() -> None:
+    # Insights a tenth of the split, asked for at half of every step: each step of four holds
+    # two, the extraction half keeps its stated share and its star groups theirs.
+    rows = _rows(
+        {
+            ("extraction", 1, COMPLAINT): 40,
+            ("extraction", 1, QUIET): 80,
+            ("extraction", 5, QUIET): 60,
+            ("insights", None, None): 20,
+        }
+    )
+    shares = {"extraction": 0.5, "insights": 0.5}
+    stream = stratified_stream(rows, "4", 80, stated_share=0.5, task_shares=shares)
+    assert [Counter(row["task"] for row in stream[i : i + 4]) for i in range(0, 80, 4)] == [
+        Counter({"extraction": 2, "insights": 2})
+    ] * 20
+    extraction = [row for row in stream if row["task"] == "extraction"]
+    assert Counter(row["review_text"] for row in extraction) == {COMPLAINT: 20, QUIET: 20}
+    # Twenty insights prompts met twice each, a new shuffle each round.
+    insights = [row["id"] for row in stream if row["task"] == "insights"]
+    assert Counter(insights) == dict.fromkeys(set(insights), 2) and len(set(insights)) == 20
+    # Without task shares, insights keep their tenth.
+    plain = stratified_stream(rows, "4", 80, stated_share=0.5)
+    assert Counter(row["task"] for row in plain)["insights"] == 8
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"task_shares": {"extraction": 1.0}}, r"task_shares=.*prompt_order: stratified"),
+        (
+            {"prompt_order": "stratified", "tasks": ["extraction", "insights"],
+             "task_shares": {"extraction": 1.0}},
+            r"task_shares names \['extraction'\].*training.tasks \['extraction', 'insights'\]",
+        ),
+        (
+            {"prompt_order": "stratified", "tasks": ["extraction", "insights"],
+             "task_shares": {"extraction": 0.6, "insights": 0.6}},
+            r"task_shares=.*adding up to 1",
+        ),
+    ],
+)  # fmt: skip
+def test_task_shares_that_cannot_deal_the_trained_tasks_are_refused_by_name(
+    settings: dict, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        TrainingConfig(**settings)

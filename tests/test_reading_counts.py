@@ -213,3 +213,11 @@ def test_each_eval_line_says_how_the_heldout_answers_read_the_stars(caplog) -> N
         "eval at step 4: held-out reward 0.7200, entropy nan, "
         "sentiment as the stars say: 1-2 stars 100%, 4-5 stars 50%"
     ]
+
+
+def test_task_shares_hold_out_each_task_in_its_share() -> None:
+    rows = [_review(i, 1 + i % 5) for i in range(30)] + [_question(i) for i in range(10)]
+    _, heldout = split_heldout(rows, 8, {"extraction": 0.5, "sql_qa": 0.5})
+    assert Counter(row["task"] for row in heldout) == {"sql_qa": 4, "extraction": 4}
+    _, as_in_the_file = split_heldout(rows, 8)
+    assert Counter(row["task"] for row in as_in_the_file) == {"sql_qa": 8}  # the last eight

@@ -95,11 +95,13 @@ class PromptStream:
         *,
         stratified: bool = False,
         stated_share: float | None = None,
+        task_shares: dict[str, float] | None = None,
     ):
         saved = resume / STATE_FILE if resume else None
         self.position = json.loads(saved.read_text())["position"] if saved and saved.exists() else 0
         self.rows, self.seed = rows, seed
         self.stratified, self.stated_share = stratified, stated_share
+        self.task_shares = task_shares
         # A stratified stream's first n prompts are a prefix of any longer one: dealt once and
         # extended by doubling, not dealt again (reading every review) at each refill.
         self._dealt: list[dict[str, Any]] = []
@@ -113,6 +115,7 @@ class PromptStream:
                     f"{self.seed}/refills",
                     max(end, 2 * len(self._dealt)),
                     self.stated_share,
+                    self.task_shares,
                 )
             taken = self._dealt[self.position : end]
             self.position = end

@@ -12,6 +12,10 @@ With `stated_share`, reviews whose words state a problem (a delivery, product or
 the reward reads as stated) are a stratum of their own with that share of their task's prompts:
 the SFT model's answers miss those problems (the reward's largest loss), and the rare sample that
 flags one is what GRPO learns from, so the few steps a CPU run affords go where it is.
+
+With `task_shares`, each trained task has that share of the stream whatever its share of the
+split: insights are 9% of the default recipe's train prompts, so steps of four prompts dealt as
+in the split meet an insights prompt once every third step, and six steps teach it nothing.
 """
 
 from __future__ import annotations
@@ -37,19 +41,23 @@ def stratum(row: dict[str, Any], split_stated: bool = False) -> Stratum:
     return row["task"], star_sentiment(stars), bool(reading.stated_problems())
 
 
-def target_shares(counts: Counter[Stratum], stated_share: float | None) -> dict[Stratum, float]:
-    """Each stratum's share of the stream: its share of the rows, or, with `stated_share`, its
-    task's share of the rows dealt `stated_share` to the task's stated strata and the rest to the
-    others, each side in proportion to its rows."""
+def target_shares(
+    counts: Counter[Stratum],
+    stated_share: float | None,
+    task_shares: dict[str, float] | None = None,
+) -> dict[Stratum, float]:
+    """Each stratum's share of the stream: its task's share (`task_shares`, or the task's share
+    of the rows) dealt over the task's strata in proportion to their rows, or, with
+    `stated_share`, `stated_share` of it to the task's stated strata and the rest to the others,
+    each side in proportion to its rows."""
     total = sum(counts.values())
-    if stated_share is None:
-        return {key: count / total for key, count in counts.items()}
     shares = {}
     for task in {key[0] for key in counts}:
         in_task = {key: count for key, count in counts.items() if key[0] == task}
-        task_share = sum(in_task.values()) / total
-        if all(key[2] is None for key in in_task):
-            shares.update({key: count / total for key, count in in_task.items()})
+        task_share = task_shares[task] if task_shares else sum(in_task.values()) / total
+        if stated_share is None or all(key[2] is None for key in in_task):
+            rows = sum(in_task.values())
+            shares.update({key: task_share * count / rows for key, count in in_task.items()})
             continue
         for stated, side_share in ((True, stated_share), (False, 1 - stated_share)):
             side = {key: count for key, count in in_task.items() if key[2] is stated}
@@ -64,17 +72,21 @@ def target_shares(counts: Counter[Stratum], stated_share: float | None) -> dict[
 
 
 def stratified_stream(
-    rows: list[dict[str, Any]], seed: str, count: int, stated_share: float | None = None
+    rows: list[dict[str, Any]],
+    seed: str,
+    count: int,
+    stated_share: float | None = None,
+    task_shares: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """`count` prompts, each stratum's rows in seeded shuffles one after another, dealt so that
     every prefix holds each stratum as close to its target share as whole rows allow (the one
-    furthest below its share comes next, the first met on a tie). With no `stated_share`, the
-    first len(rows) prompts are every row once."""
+    furthest below its share comes next, the first met on a tie). With neither `stated_share`
+    nor `task_shares`, the first len(rows) prompts are every row once."""
     strata: dict[Stratum, list[dict[str, Any]]] = {}
     for row in rows:
         strata.setdefault(stratum(row, stated_share is not None), []).append(row)
     shares = target_shares(
-        Counter({key: len(members) for key, members in strata.items()}), stated_share
+        Counter({key: len(members) for key, members in strata.items()}), stated_share, task_shares
     )
     taken = dict.fromkeys(strata, 0)
     rounds: dict[Stratum, list[dict[str, Any]]] = {}

@@ -136,9 +136,13 @@ def reward_functions(
     return with_reading_counts(trl_reward_functions(database, budget))
 
 
-def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]:
+def split_heldout(
+    rows: list[dict[str, Any]], heldout: int, task_shares: dict[str, float] | None = None
+) -> tuple[list, list]:
     """`heldout` train prompts held out for the periodic eval (the final eval split is never seen
-    in training): of each task as many as among the file's last `heldout` (it is shuffled), and of
+    in training): of each task its share (`task_shares`, as the steps are dealt, so that the
+    adapter is chosen on the tasks it is trained on in those shares) or as many as among the
+    file's last `heldout` (it is shuffled), and of
     a task's reviews, from the end, each star group (1-2, 3, 4-5) and within it the reviews that
     state a problem and those that do not (prompt_order.stratum) in its share of the task's
     reviews, as the eval split holds them (one hash deals both). The adapter kept is the one the
@@ -153,7 +157,12 @@ def split_heldout(rows: list[dict[str, Any]], heldout: int) -> tuple[list, list]
             f"training.heldout_prompts={heldout} leaves no train prompts of {len(rows)}"
         )
     chosen: set[int] = set()
-    for task_name, count in Counter(row["task"] for row in rows[len(rows) - heldout :]).items():
+    per_task = (
+        _shares_of({task: round(share * 1_000_000) for task, share in task_shares.items()}, heldout)
+        if task_shares
+        else Counter(row["task"] for row in rows[len(rows) - heldout :])
+    )
+    for task_name, count in per_task.items():
         strata: dict[Stratum, list[int]] = {}
         for index in reversed(range(len(rows))):
             if rows[index]["task"] == task_name:
@@ -218,6 +227,7 @@ def step_prompts(
         f"{seed}/steps",
         training.max_steps * training.prompts_per_step,
         training.stated_share,
+        training.task_shares,
     )
 
 
@@ -238,6 +248,7 @@ def _prompt_sampling(
         resume,
         stratified=training.prompt_order == "stratified",
         stated_share=training.stated_share,
+        task_shares=training.task_shares,
     )
     extra = {"prompt_stream": stream, "max_refills": training.dynamic_sampling.max_refills}
     stateful = [dynamic_sampling.SaveStreamPosition(stream)]
@@ -264,7 +275,9 @@ def build_trainer(
     key = run_key(training, lora, data, base, seed, backend)
     every_task = store.read_jsonl(data.train)
     all_rows = [row for row in every_task if row["task"] in training.tasks]
-    train_rows, heldout_rows = split_heldout(all_rows, training.heldout_prompts)
+    train_rows, heldout_rows = split_heldout(
+        all_rows, training.heldout_prompts, training.task_shares
+    )
     prompt_width = longest_prompt(base, store, [row["prompt"] for row in all_rows])
     # Loaded before anything imports trl: Unsloth patches it on import.
     max_seq_length = prompt_width + training.max_completion_length
