@@ -221,3 +221,18 @@ def test_task_shares_hold_out_each_task_in_its_share() -> None:
     assert Counter(row["task"] for row in heldout) == {"sql_qa": 4, "extraction": 4}
     _, as_in_the_file = split_heldout(rows, 8)
     assert Counter(row["task"] for row in as_in_the_file) == {"sql_qa": 8}  # the last eight
+
+
+@pytest.mark.parametrize(
+    ("means", "said"),
+    [
+        ({"extraction": 0.749, "insights": 0.535}, " (extraction 0.749, insights 0.535)"),
+        ({"extraction": 0.749}, ""),  # one task: the mean is its own
+    ],
+)
+def test_each_eval_line_says_each_trained_task_s_heldout_reward(caplog, means, said) -> None:
+    logs = {"eval_reward": 0.642, "eval_rewards/extraction_json/mean": 0.9}
+    logs |= {f"eval_rewards/{task}_reward/mean": value for task, value in means.items()}
+    with caplog.at_level(logging.INFO, logger="tucano.train"):
+        LogSteps().on_log(None, SimpleNamespace(global_step=6, max_steps=6), None, logs=logs)
+    assert caplog.messages == [f"eval at step 6: held-out reward 0.6420{said}, entropy nan"]
