@@ -228,6 +228,7 @@ def test_task_shares_hold_out_each_task_in_its_share() -> None:
     [
         ({"extraction": 0.749, "insights": 0.535}, " (extraction 0.749, insights 0.535)"),
         ({"extraction": 0.749}, ""),  # one task: the mean is its own
+        ({"extraction": 0.749, "sql_qa": None}, ""),  # no held-out prompt of the task
     ],
 )
 def test_each_eval_line_says_each_trained_task_s_heldout_reward(caplog, means, said) -> None:

@@ -79,7 +79,12 @@ def task_rewards_words(logs: dict[str, Any]) -> str:
     """Each task's held-out mean, as " (extraction 0.851, insights 0.341)", where the held-out
     prompts are of more than one task: their mean mixes them, and a gain on one hides a loss on
     the other."""
-    means = {m.group(1): value for key, value in logs.items() if (m := _TASK_REWARD.fullmatch(key))}
+    # TRL logs None for a reward function none of the held-out prompts calls.
+    means = {
+        m.group(1): value
+        for key, value in logs.items()
+        if (m := _TASK_REWARD.fullmatch(key)) and value is not None
+    }
     if len(means) < 2:
         return ""
     return " (" + ", ".join(f"{task} {value:.3f}" for task, value in sorted(means.items())) + ")"
