@@ -35,6 +35,10 @@ def pause_in(target: str) -> None:
 if __name__ == "__main__":
     target, separator, *command = sys.argv[1:]
     assert separator == "--", "usage: python -m tests.paused MODULE:FUNCTION -- tucano ARGS"
+    # The environment `tucano` starts with (its Prefect settings among it) is set when `flows` is
+    # imported, and Prefect reads it once, when first imported: before the paused module is.
+    import flows  # noqa: F401
+
     pause_in(target)
     from flows.cli import main
 
