@@ -295,10 +295,8 @@ def analyze_flow(
     if not answered:
         print(analysis.summary_markdown(summary, None, output, plot=None), flush=True)
         return {"summary": summary, "monitoring": None}
-    eval_rows, eval_prompts = (
-        _eval_rows(recipe, chosen, store),
-        store.read_jsonl(chosen.judged_on.eval),
-    )
+    eval_rows = _eval_rows(recipe, chosen, store)
+    eval_prompts = store.read_jsonl(chosen.judged_on.eval)
     reference = checks.eval_answers(eval_rows, eval_prompts)
     summary["eval_fields"] = analysis.eval_agreement(eval_rows, eval_prompts)
     answers = [
