@@ -364,6 +364,23 @@ class TrainingConfig(_Strict):
         "the step still be kept: an issue flag turned off for every review is a step that "
         "hides the complaints, whatever its reward; none = not checked.",
     )
+    max_ruled_out_flagging_rise: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="How far above the start's an eval's share of the problems its held-out "
+        "reviews rule out (by what they say or the order's dates) that its answers flag may "
+        "rise and the step still be kept: a flag turned on for every complaint flags every "
+        "stated problem and raises a false alarm on every review that rules it out; none = not "
+        "checked.",
+    )
+    max_task_drop: float | None = Field(
+        None,
+        ge=0,
+        description="Where the run trains more than one task: how far below the start's an "
+        "eval's held-out mean reward on one of them may fall and the step still be kept, "
+        "however much the others gain (their mean mixes them); none = not checked.",
+    )
     heldout_prompts: int = Field(
         32, ge=0, description="Train prompts held out for periodic eval; 0 turns eval off."
     )

@@ -383,6 +383,19 @@ class Reading:
             and True in expected.right
         ]
 
+    def ruled_out_problems(self) -> list[str]:
+        """The issues the review rules out, by what it says or by the order's dates: a flag
+        there is a false alarm."""
+        stated = self.stated_problems()
+        return [
+            name
+            for name in ISSUES
+            if name not in stated
+            and (expected := self.fields.get(name)) is not None
+            and expected.weight >= IMPLIED
+            and False in expected.right
+        ]
+
     def missed(self, answer: dict[str, object]) -> list[str]:
         """What the answer hides of the complaint or turns around: each problem the customer
         wrote down that it says is not there, a recommendation the review rules out, and a

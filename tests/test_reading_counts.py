@@ -12,13 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rewards import trl_component_functions, trl_reward_functions
-from tasks.training.callbacks import LogSteps
+from tasks.training.callbacks import LogSteps, heldout_eval
 from tasks.training.reading_counts import (
     agreement_words,
     balanced_agreement,
+    ruled_out_flagged_share,
     stated_flagged_share,
     with_reading_counts,
 )
+from tasks.training.stopping import HeldoutEval
 from tasks.training.train import _shares_of, split_heldout
 
 
@@ -114,6 +116,8 @@ def test_the_first_extraction_function_logs_the_counts_once_a_batch(functions) -
         ("stars_positivo/reviews", 2),
         ("stated_problems/flagged", 0),
         ("stated_problems/stated", 0),
+        ("ruled_out_problems/flagged", 0),
+        ("ruled_out_problems/ruled_out", 0),
     ]
     # TRL averages each metric over a log's batches and prefixes eval's with "eval_".
     logs = {f"eval_{name}": value for name, value in logged}
@@ -149,7 +153,14 @@ def test_each_batch_logs_the_stated_problems_and_how_many_the_answers_flag() -> 
     logs = {f"eval_{name}": value for name, value in logged.items()}
     assert stated_flagged_share(logs) == 0.5
     assert stated_flagged_share({"eval_reward": 0.6}) is None
-    assert agreement_words(logs).endswith(", stated problems flagged 50%")
+    # Ruled out: the deliveries of the second and third orders, which came on time, and the
+    # praise's product and seller; its answer flags its delivery all the same.
+    assert (logged["ruled_out_problems/ruled_out"], logged["ruled_out_problems/flagged"]) == (4, 1)
+    assert ruled_out_flagged_share(logs) == 0.25
+    assert ruled_out_flagged_share({"eval_reward": 0.6}) is None
+    assert agreement_words(logs).endswith(
+        ", stated problems flagged 50%, ruled out problems flagged 25%"
+    )
 
 
 def test_a_constant_answer_reads_half_whatever_the_mix() -> None:
@@ -237,3 +248,37 @@ def test_each_eval_line_says_each_trained_task_s_heldout_reward(caplog, means, s
     with caplog.at_level(logging.INFO, logger="tucano.train"):
         LogSteps().on_log(None, SimpleNamespace(global_step=6, max_steps=6), None, logs=logs)
     assert caplog.messages == [f"eval at step 6: held-out reward 0.6420{said}, entropy nan"]
+
+
+def test_an_eval_log_reads_as_the_stop_rules_record_of_it() -> None:
+    logs = {
+        "eval_reward": 0.6,
+        "eval_entropy": 1.2,
+        "eval_completions/clipped_ratio": 0.125,
+        "eval_stars_negativo/agreed": 3.0,
+        "eval_stars_negativo/reviews": 4.0,
+        "eval_stars_positivo/agreed": 2.0,
+        "eval_stars_positivo/reviews": 2.0,
+        "eval_stated_problems/flagged": 2.0,
+        "eval_stated_problems/stated": 4.0,
+        "eval_ruled_out_problems/flagged": 1.0,
+        "eval_ruled_out_problems/ruled_out": 4.0,
+        "eval_rewards/extraction_reward/mean": 0.8,
+        "eval_rewards/insights_reward/mean": 0.4,
+        "eval_rewards/push_reward/mean": None,  # no held-out prompt of that task
+        "eval_untrained/sql_qa": 0.3,
+    }
+    assert heldout_eval(6, logs) == HeldoutEval(
+        step=6,
+        reward=0.6,
+        entropy=1.2,
+        truncated=0.125,
+        agreement=(0.75 + 1.0) / 2,
+        stated_flagged=0.5,
+        ruled_out_flagged=0.25,
+        task_means={"extraction": 0.8, "insights": 0.4},
+        untrained={"sql_qa": 0.3},
+    )
+    # One trained task: its mean is the held-out reward, and nothing of the other kinds.
+    alone = heldout_eval(2, {"eval_reward": 0.5, "eval_rewards/extraction_reward/mean": 0.5})
+    assert alone == HeldoutEval(step=2, reward=0.5)

@@ -55,6 +55,8 @@ SHARED_WITH_CPU_SMOL = (
     "max_heldout_truncation",
     "max_star_agreement_drop",
     "max_stated_flagging_drop",
+    "max_ruled_out_flagging_rise",
+    "max_task_drop",
     "untrained_heldout_prompts",
     "max_untrained_drop",
 )

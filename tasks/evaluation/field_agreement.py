@@ -17,7 +17,7 @@ from typing import Any
 
 from rewards.common import fold
 from rewards.extraction import parse_json_object
-from rewards.review_evidence import IMPLIED, ISSUES, read_review
+from rewards.review_evidence import ISSUES, read_review
 
 # (field, measure): what is counted, in report order.
 MEASURES = (
@@ -52,12 +52,12 @@ def field_agreement(
         if data is None:
             continue
         reading = read_review(text, stars, late)
-        stated = reading.stated_problems()
+        stated, ruled_out = reading.stated_problems(), reading.ruled_out_problems()
         for issue in ISSUES:
-            expected, flagged = reading.fields[issue], data.get(issue) is True
+            flagged = data.get(issue) is True
             if issue in stated:
                 count(issue, "flagged where stated", flagged)
-            elif expected.weight >= IMPLIED and False in expected.right:
+            elif issue in ruled_out:
                 count(issue, "flagged where ruled out", flagged)
             count(issue, "flagged of all", flagged)
         recommend = reading.fields.get("would_recommend")

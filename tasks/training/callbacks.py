@@ -24,10 +24,16 @@ from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.reading_counts import (
     agreement_words,
     balanced_agreement,
+    ruled_out_flagged_share,
     stated_flagged_share,
 )
 from tasks.training.run_callbacks import checkpoint_dir
-from tasks.training.stopping import ENTROPY_UNMEASURED, HELDOUT_TRUNCATED, StopRules
+from tasks.training.stopping import (
+    ENTROPY_UNMEASURED,
+    HELDOUT_TRUNCATED,
+    HeldoutEval,
+    StopRules,
+)
 from tasks.training.task_weighting import TaskWeighting
 from tasks.training.untrained import untrained_scores
 
@@ -75,19 +81,39 @@ class LogSteps(TrainerCallback):
 _TASK_REWARD = re.compile(r"eval_rewards/(\w+)_reward/mean")
 
 
-def task_rewards_words(logs: dict[str, Any]) -> str:
-    """Each task's held-out mean, as " (extraction 0.851, insights 0.341)", where the held-out
-    prompts are of more than one task: their mean mixes them, and a gain on one hides a loss on
-    the other."""
+def task_means(logs: dict[str, Any]) -> dict[str, float]:
+    """Each trained task's held-out mean, where the held-out prompts are of more than one task:
+    their mean mixes them, and a gain on one hides a loss on the other."""
     # TRL logs None for a reward function none of the held-out prompts calls.
     means = {
         m.group(1): value
         for key, value in logs.items()
         if (m := _TASK_REWARD.fullmatch(key)) and value is not None
     }
-    if len(means) < 2:
+    return means if len(means) > 1 else {}
+
+
+def task_rewards_words(logs: dict[str, Any]) -> str:
+    """Each task's held-out mean, as " (extraction 0.851, insights 0.341)"; empty for one task."""
+    means = task_means(logs)
+    if not means:
         return ""
     return " (" + ", ".join(f"{task} {value:.3f}" for task, value in sorted(means.items())) + ")"
+
+
+def heldout_eval(step: int, logs: dict[str, Any]) -> HeldoutEval:
+    """The stop rules' record of the held-out eval an eval log carries."""
+    return HeldoutEval(
+        step=step,
+        reward=logs["eval_reward"],
+        entropy=logs.get("eval_entropy"),
+        truncated=logs.get(HELDOUT_TRUNCATED),
+        agreement=balanced_agreement(logs),
+        stated_flagged=stated_flagged_share(logs),
+        ruled_out_flagged=ruled_out_flagged_share(logs),
+        task_means=task_means(logs),
+        untrained=untrained_scores(logs) or {},
+    )
 
 
 class ApplyTaskWeights(TrainerCallback):
@@ -152,47 +178,13 @@ class KeepBest(TrainerCallback):
     ) -> None:
         if not logs or logs.get("eval_reward") is None:
             return
-        step = state.global_step
-        truncated = logs.get(HELDOUT_TRUNCATED)
-        agreement = balanced_agreement(logs)
-        if not self.rules.reads_stars(agreement):
-            log.warning(
-                "step %d is not kept: its held-out sentiments agree with the stars %.0f%%, "
-                "the start's %.0f%%, a drop beyond training.max_star_agreement_drop (%.2f)",
-                step,
-                100 * agreement,
-                100 * self.rules.start_agreement,
-                self.rules.max_agreement_drop,
-            )
-        flagging = stated_flagged_share(logs)
-        if not self.rules.flags_problems(flagging):
-            log.warning(
-                "step %d is not kept: its held-out answers flag %.0f%% of the problems the "
-                "reviews state, the start's %.0f%%, a drop beyond "
-                "training.max_stated_flagging_drop (%.2f)",
-                step,
-                100 * flagging,
-                100 * self.rules.start_flagging,
-                self.rules.max_flagging_drop,
-            )
-        untrained = untrained_scores(logs)
-        for task, score in self.rules.worse_untrained(untrained).items():
-            log.warning(
-                "step %d is not kept: it scores %.4f on %s, a task it does not train, the "
-                "start %.4f, a drop beyond training.max_untrained_drop (%.3f)",
-                step,
-                score,
-                task,
-                self.rules.start_untrained[task],
-                self.rules.max_untrained_drop,
-            )
-        reward, entropy = logs["eval_reward"], logs.get("eval_entropy")
+        held = heldout_eval(state.global_step, logs)
+        for breach in self.rules.breaches(held):
+            log.warning(breach.words(held.step))
         blind = self.rules.entropy_unmeasured
-        improved = self.rules.observe(
-            step, reward, entropy, truncated, agreement, untrained, flagging
-        )
+        improved = self.rules.observe(held)
         if self.rules.entropy_unmeasured and not blind:
-            log.warning("step %d: %s", step, ENTROPY_UNMEASURED)
+            log.warning("step %d: %s", held.step, ENTROPY_UNMEASURED)
         if improved:
             with tempfile.TemporaryDirectory(prefix="tucano-best-") as tmp:
                 model.save_pretrained(tmp)
@@ -200,17 +192,19 @@ class KeepBest(TrainerCallback):
             self.store.write_json(
                 f"{self.folder}/{BEST_RECORD}",
                 {
-                    "step": step,
-                    "eval_reward": reward,
-                    "star_agreement": agreement,
-                    "stated_flagged": flagging,
-                    "untrained": untrained,
+                    "step": held.step,
+                    "eval_reward": held.reward,
+                    "star_agreement": held.agreement,
+                    "stated_flagged": held.stated_flagged,
+                    "ruled_out_flagged": held.ruled_out_flagged,
+                    "task_means": held.task_means,
+                    "untrained": held.untrained or None,
                 },
             )
-            self.checkpoints.protected = {step}
-            log.info("new best adapter at step %d (held-out reward %.4f)", step, reward)
+            self.checkpoints.protected = {held.step}
+            log.info("new best adapter at step %d (held-out reward %.4f)", held.step, held.reward)
         if self.rules.stop_reason:
-            log.warning("stopping at step %d: %s", step, self.rules.stop_reason)
+            log.warning("stopping at step %d: %s", held.step, self.rules.stop_reason)
             control.should_training_stop = True
 
     def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:

@@ -13,7 +13,9 @@ The issue flags can swing the same way: three seeds of cpu_smol's runs turned th
 off for every review (1, 2 and 20 of 120 eval reviews flagged, the SFT model 81) while their
 held-out reward rose, and each was judged significantly worse than its start. So each batch also
 logs the problems the reward's reading finds stated in the reviews (rewards/review_evidence.py)
-and how many of them the answers flag.
+and how many of them the answers flag; and the problems it finds ruled out, and how many the
+answers flag all the same: a flag turned on for every complaint flags more of the stated problems
+and raises a false alarm on every review that rules it out.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from rewards.extraction import parse_json_object, stated_sentiment
 from rewards.review_evidence import STAR_GROUPS, read_review, star_sentiment
 
 JUDGED = ("negativo", "positivo")
-STATED_KEYS = ("stated_problems/flagged", "stated_problems/stated")
+# (stated flagged, stated, ruled out flagged, ruled out): counts, summed over an eval's batches.
+FLAG_KEYS = (
+    "stated_problems/flagged",
+    "stated_problems/stated",
+    "ruled_out_problems/flagged",
+    "ruled_out_problems/ruled_out",
+)
 
 
 def _keys(group: str) -> tuple[str, str]:
@@ -60,9 +68,10 @@ def with_reading_counts(functions: list[RewardFunction]) -> list[RewardFunction]
             agreed_key, reviews_key = _keys(group)
             log_metric(agreed_key, agreed)
             log_metric(reviews_key, reviews)
-        flagged, stated = _stated_flagged(completions, task, stars, columns)
-        log_metric(STATED_KEYS[0], flagged)
-        log_metric(STATED_KEYS[1], stated)
+        for key, count in zip(
+            FLAG_KEYS, _flag_counts(completions, task, stars, columns), strict=True
+        ):
+            log_metric(key, count)
         return scores
 
     reward.__name__ = scorer.__name__
@@ -70,34 +79,46 @@ def with_reading_counts(functions: list[RewardFunction]) -> list[RewardFunction]
     return [*functions[:index], reward, *functions[index + 1 :]]
 
 
-def _stated_flagged(
+def _flag_counts(
     completions: Sequence[Any],
     task: Sequence[str],
     stars: Sequence[int | None],
     columns: dict[str, Any],
-) -> tuple[int, int]:
-    """(stated problems the answers flag, problems the reviews state) over a batch's extraction
-    answers."""
+) -> tuple[int, int, int, int]:
+    """Over a batch's extraction answers: the problems the reviews state that the answers flag,
+    the problems they state, the problems they rule out that the answers flag, and those they
+    rule out (FLAG_KEYS' order)."""
     texts = columns.get("review_text") or [None] * len(completions)
     late = columns.get("gold_delivered_late") or [None] * len(completions)
-    flagged = stated = 0
+    counts = [0, 0, 0, 0]
     for completion, row_task, row_stars, text, row_late in zip(
         completions, task, stars, texts, late, strict=True
     ):
         if row_task != "extraction" or row_stars is None:
             continue
-        problems = read_review(text, row_stars, row_late).stated_problems()
+        reading = read_review(text, row_stars, row_late)
         data, _ = parse_json_object(completion_text(completion))
-        stated += len(problems)
-        flagged += sum(data is not None and data.get(name) is True for name in problems)
-    return flagged, stated
+        for offset, problems in ((0, reading.stated_problems()), (2, reading.ruled_out_problems())):
+            counts[offset] += sum(data is not None and data.get(name) is True for name in problems)
+            counts[offset + 1] += len(problems)
+    return tuple(counts)  # type: ignore[return-value]
+
+
+def _flagged_share(logs: dict[str, Any], prefix: str, keys: tuple[str, str]) -> float | None:
+    flagged, of = (logs.get(prefix + key) for key in keys)
+    return flagged / of if flagged is not None and of else None
 
 
 def stated_flagged_share(logs: dict[str, Any], prefix: str = "eval_") -> float | None:
     """The share of the problems the held-out reviews state that the answers flag; None where
     they state none."""
-    flagged, stated = (logs.get(prefix + key) for key in STATED_KEYS)
-    return flagged / stated if flagged is not None and stated else None
+    return _flagged_share(logs, prefix, FLAG_KEYS[:2])
+
+
+def ruled_out_flagged_share(logs: dict[str, Any], prefix: str = "eval_") -> float | None:
+    """The share of the problems the held-out reviews rule out that the answers flag (false
+    alarms); None where they rule out none."""
+    return _flagged_share(logs, prefix, FLAG_KEYS[2:])
 
 
 def group_agreement(logs: dict[str, Any], prefix: str = "eval_") -> dict[str, float]:
@@ -121,11 +142,16 @@ def balanced_agreement(logs: dict[str, Any], prefix: str = "eval_") -> float | N
 
 def agreement_words(logs: dict[str, Any], prefix: str = "eval_") -> str:
     """The end of a log line, ", sentiment as the stars say: 1-2 stars 12%, 4-5 stars 100%, stated
-    problems flagged 80%"; empty where no review was judged. A policy that swings to one
-    sentiment shows here at the step it happens: on SmolLM2 one GRPO step turned the next step's
-    one-star samples from 3 of 4 "negativo" to 1 of 8, long before the next held-out eval."""
+    problems flagged 80%, ruled out problems flagged 10%"; empty where no review was judged. A
+    policy that swings to one sentiment shows here at the step it happens: on SmolLM2 one GRPO
+    step turned the next step's one-star samples from 3 of 4 "negativo" to 1 of 8, long before
+    the next held-out eval."""
     shares = group_agreement(logs, prefix)
     parts = ", ".join(f"{STAR_GROUPS[group]} stars {share:.0%}" for group, share in shares.items())
     words = f", sentiment as the stars say: {parts}" if shares else ""
-    flagged = stated_flagged_share(logs, prefix)
-    return words + (f", stated problems flagged {flagged:.0%}" if flagged is not None else "")
+    for name, share in (
+        ("stated", stated_flagged_share(logs, prefix)),
+        ("ruled out", ruled_out_flagged_share(logs, prefix)),
+    ):
+        words += f", {name} problems flagged {share:.0%}" if share is not None else ""
+    return words

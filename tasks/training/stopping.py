@@ -10,20 +10,24 @@ that cuts fewer answers is best: GRPO's rewards do not see an answer that goes o
 and such an adapter scored well (seed 1 of cpu_tiny: every SQL answer cut at the limit,
 CHANGELOG.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.49 while
 its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
-An eval whose answers read the reviews' stars worse than the start's did (reading_counts.py), by
-more than `max_agreement_drop` (one review of a handful is noise, a swing to one sentiment is not),
-is never best: the start is, at worst. So is one that flags fewer of the problems the held-out
-reviews state than the start did, by more than `max_flagging_drop` (an issue flag turned off for
-every review), and one that makes a task the run does not train
-worse than the start did, by more than `max_untrained_drop` (untrained.py). The state
-round-trips through a dict, so it is saved with every checkpoint and a resumed run decides
-exactly as an uninterrupted one.
+Each eval is read into one record, `HeldoutEval`, and `GUARDS` holds it to the start's, one
+measure a guard: an eval is never best (the start is, at worst) whose answers read the reviews'
+stars worse than the start's did (reading_counts.py) by more than `max_agreement_drop` (one
+review of a handful is noise, a swing to one sentiment is not); that flags fewer of the problems
+the held-out reviews state by more than `max_flagging_drop` (an issue flag turned off for every
+review), or more of those they rule out by more than `max_ruled_out_rise` (a flag turned on for
+every complaint); whose mean on one of the tasks it trains falls more than `max_task_drop` below
+the start's, whatever the others gain; or whose mean on a task the run does not train does, by
+more than `max_untrained_drop` (untrained.py). A new guard is one entry of `GUARDS` and one
+tolerance field. The state round-trips through a dict, so it is saved with every checkpoint and
+a resumed run decides exactly as an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # TRL's log key for the share of held-out answers cut at max_completion_length.
@@ -37,6 +41,123 @@ ENTROPY_UNMEASURED = (
 TOLERANCE_SLACK = 1e-9
 
 
+@dataclass(frozen=True)
+class HeldoutEval:
+    """What one periodic held-out eval measured, as the stop rules read it; None (or no entry)
+    where it measured nothing of that kind: no review whose stars judge a sentiment, no stated
+    problem, one task trained."""
+
+    step: int
+    reward: float
+    entropy: float | None = None
+    # The share of its answers cut at the token limit.
+    truncated: float | None = None
+    # How its sentiments read the stars (reading_counts.balanced_agreement).
+    agreement: float | None = None
+    # Of the problems the held-out reviews state, the share its answers flag.
+    stated_flagged: float | None = None
+    # Of the problems the held-out reviews rule out, the share its answers flag (false alarms).
+    ruled_out_flagged: float | None = None
+    # Each trained task's mean reward, where the held-out prompts are of more than one.
+    task_means: dict[str, float] = field(default_factory=dict)
+    # Each untrained task's mean reward (untrained.py).
+    untrained: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Breach:
+    """A measure of an eval beyond what its start's allows: the step is not kept."""
+
+    measure: str
+    # What of the measure: a task, or "" for a measure of one value.
+    key: str
+    value: float
+    start: float
+    # The recipe setting whose tolerance it is beyond, and that tolerance.
+    setting: str
+    tolerance: float
+
+    def words(self, step: int) -> str:
+        percent = self.setting in PERCENT_SETTINGS
+        value, start = (
+            f"{100 * v:.0f}%" if percent else f"{v:.4f}" for v in (self.value, self.start)
+        )
+        return (
+            f"step {step} is not kept: {self.measure} {value}, the start's {start}, beyond "
+            f"training.{self.setting} ({self.tolerance:.2f})"
+        )
+
+
+@dataclass(frozen=True)
+class Guard:
+    """One measure of a held-out eval that keeps a step from being best, whatever its reward,
+    when it moves from the start's the wrong way by more than a tolerance."""
+
+    # How a log line names the measure of one key ("{}": the key, a task).
+    measure: str
+    # The recipe setting with its tolerance; the StopRules field that holds it.
+    setting: str
+    tolerance_field: str
+    values: Callable[[HeldoutEval], dict[str, float | None]]
+    # False: a rise is the wrong way (a false alarm).
+    higher_is_better: bool = True
+
+    def breaches(self, rules: StopRules, start: HeldoutEval, held: HeldoutEval) -> list[Breach]:
+        tolerance = getattr(rules, self.tolerance_field)
+        if tolerance is None:
+            return []
+        before = self.values(start)
+        found = []
+        for key, value in self.values(held).items():
+            first = before.get(key)
+            if value is None or first is None:
+                continue
+            moved = first - value if self.higher_is_better else value - first
+            if moved > tolerance + TOLERANCE_SLACK:
+                found.append(
+                    Breach(self.measure.format(key), key, value, first, self.setting, tolerance)
+                )
+        return found
+
+
+GUARDS = (
+    Guard(
+        "its held-out sentiments agree with the stars",
+        "max_star_agreement_drop",
+        "max_agreement_drop",
+        lambda held: {"": held.agreement},
+    ),
+    Guard(
+        "its held-out answers flag the problems the reviews state",
+        "max_stated_flagging_drop",
+        "max_flagging_drop",
+        lambda held: {"": held.stated_flagged},
+    ),
+    Guard(
+        "its held-out answers flag the problems the reviews rule out",
+        "max_ruled_out_flagging_rise",
+        "max_ruled_out_rise",
+        lambda held: {"": held.ruled_out_flagged},
+        higher_is_better=False,
+    ),
+    Guard(
+        "it scores on {}, a task it trains,",
+        "max_task_drop",
+        "max_task_drop",
+        lambda held: dict(held.task_means),
+    ),
+    Guard(
+        "it scores on {}, a task it does not train,",
+        "max_untrained_drop",
+        "max_untrained_drop",
+        lambda held: dict(held.untrained),
+    ),
+)
+PERCENT_SETTINGS = {
+    "max_star_agreement_drop", "max_stated_flagging_drop", "max_ruled_out_flagging_rise",
+}  # fmt: skip
+
+
 @dataclass
 class StopRules:
     patience: int
@@ -45,19 +166,17 @@ class StopRules:
     entropy_evals: int = 2
     max_truncated: float | None = None
     max_agreement_drop: float = 0.0
-    # None: the stated problems' flags are not held to the start's.
+    # None: that measure is not held to the start's.
     max_flagging_drop: float | None = None
+    max_ruled_out_rise: float | None = None
+    max_task_drop: float | None = None
     max_untrained_drop: float = 0.0
     best_reward: float = -math.inf
     # The best eval's share of answers cut beyond `max_truncated` (0 within it): lower wins first.
     best_cut: float = 0.0
     best_step: int | None = None
-    # The first eval's (the start's) agreement of the sentiment with the stars.
-    start_agreement: float | None = None
-    # The start's share of the problems the held-out reviews state that its answers flag.
-    start_flagging: float | None = None
-    # The start's mean reward on each task the run does not train.
-    start_untrained: dict[str, float] | None = None
+    # The first eval, the start, that the guards hold every later one to.
+    start: HeldoutEval | None = None
     evals_since_best: int = 0
     entropy_start: float | None = None
     low_entropy_evals: int = 0
@@ -67,36 +186,25 @@ class StopRules:
     entropy_unmeasured: bool = False
     stop_reason: str | None = None
 
-    def observe(
-        self,
-        step: int,
-        reward: float,
-        entropy: float | None,
-        truncated: float | None = None,
-        agreement: float | None = None,
-        untrained: dict[str, float] | None = None,
-        flagging: float | None = None,
-    ) -> bool:
-        """Record one eval (`truncated`: the share of its answers cut at the token limit;
-        `agreement`: how its sentiments read the stars; `untrained`: its mean reward on each task
-        the run does not train; `flagging`: the share of the stated problems its answers flag);
-        True when it is a new best."""
-        if self.best_step is None:
-            self.start_agreement, self.start_untrained = agreement, untrained
-            self.start_flagging = flagging
-        within = self.max_truncated is None or truncated is None or truncated <= self.max_truncated
-        cut = 0.0 if within else truncated
+    def observe(self, held: HeldoutEval) -> bool:
+        """Record one eval; True when it is a new best."""
+        if self.start is None:
+            self.start = held
+        within = (
+            self.max_truncated is None
+            or held.truncated is None
+            or held.truncated <= self.max_truncated
+        )
+        cut = 0.0 if within else held.truncated
         improved = self.best_step is None or (
-            self.reads_stars(agreement)
-            and self.flags_problems(flagging)
-            and not self.worse_untrained(untrained)
+            not self.breaches(held)
             and (
                 cut < self.best_cut
-                or (cut == self.best_cut and reward > self.best_reward + self.min_improvement)
+                or (cut == self.best_cut and held.reward > self.best_reward + self.min_improvement)
             )
         )
         if improved:
-            self.best_reward, self.best_step, self.evals_since_best = reward, step, 0
+            self.best_reward, self.best_step, self.evals_since_best = held.reward, held.step, 0
             self.best_cut = cut
         else:
             self.evals_since_best += 1
@@ -106,11 +214,16 @@ class StopRules:
                     f"(step {self.best_step}) in {self.patience} evals"
                 )
         if self.entropy_fraction is not None:
-            if entropy is None or math.isnan(entropy):
+            if held.entropy is None or math.isnan(held.entropy):
                 self.entropy_unmeasured = True
             else:
-                self._watch_entropy(entropy)
+                self._watch_entropy(held.entropy)
         return improved
+
+    def breaches(self, held: HeldoutEval) -> list[Breach]:
+        """Each measure of `held` beyond its tolerance of the start's (none before a start)."""
+        start = self.start if self.start is not None else held
+        return [breach for guard in GUARDS for breach in guard.breaches(self, start, held)]
 
     def outcome(self) -> str:
         """Why the run stopped, and whether the entropy guard could have stopped it."""
@@ -118,35 +231,6 @@ class StopRules:
         if self.entropy_unmeasured:
             reason += f"; {ENTROPY_UNMEASURED}"
         return reason
-
-    def reads_stars(self, agreement: float | None) -> bool:
-        """Whether an eval's sentiments agree with the stars as often as the start's, give or
-        take `max_agreement_drop`."""
-        return (
-            agreement is None
-            or self.start_agreement is None
-            or agreement >= self.start_agreement - self.max_agreement_drop - TOLERANCE_SLACK
-        )
-
-    def flags_problems(self, flagging: float | None) -> bool:
-        """Whether an eval flags the problems the reviews state as often as the start's, give or
-        take `max_flagging_drop`."""
-        return (
-            self.max_flagging_drop is None
-            or flagging is None
-            or self.start_flagging is None
-            or flagging >= self.start_flagging - self.max_flagging_drop - TOLERANCE_SLACK
-        )
-
-    def worse_untrained(self, untrained: dict[str, float] | None) -> dict[str, float]:
-        """The untrained tasks on which an eval scores more than `max_untrained_drop` below the
-        start, with their scores."""
-        start = self.start_untrained or {}
-        return {
-            task: score
-            for task, score in (untrained or {}).items()
-            if task in start and score < start[task] - self.max_untrained_drop - TOLERANCE_SLACK
-        }
 
     def _watch_entropy(self, entropy: float) -> None:
         if self.entropy_start is None:
@@ -167,5 +251,11 @@ class StopRules:
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> StopRules:
-        best = state.get("best_reward")
-        return cls(**{**state, "best_reward": -math.inf if best is None else best})
+        best, start = state.get("best_reward"), state.get("start")
+        return cls(
+            **{
+                **state,
+                "best_reward": -math.inf if best is None else best,
+                "start": None if start is None else HeldoutEval(**start),
+            }
+        )

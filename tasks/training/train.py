@@ -467,6 +467,8 @@ def stop_rules(training: TrainingConfig) -> StopRules:
         max_truncated=training.max_heldout_truncation,
         max_agreement_drop=training.max_star_agreement_drop,
         max_flagging_drop=training.max_stated_flagging_drop,
+        max_ruled_out_rise=training.max_ruled_out_flagging_rise,
+        max_task_drop=training.max_task_drop,
         max_untrained_drop=training.max_untrained_drop,
     )
 
