@@ -298,6 +298,11 @@ def star_sentiment(stars: int) -> str:
     return "positivo" if stars >= 4 else "neutro" if stars == 3 else "negativo"
 
 
+def _states(expected: Expected) -> bool:
+    """Whether the customer wrote the problem down, in so many words."""
+    return expected.weight == STATED and True in expected.right
+
+
 @dataclass(frozen=True)
 class Reading:
     """What a review says, as evidence per extraction field."""
@@ -376,22 +381,17 @@ class Reading:
     def stated_problems(self) -> list[str]:
         """The issues the customer wrote down, in so many words."""
         return [
-            name
-            for name in ISSUES
-            if (expected := self.fields.get(name)) is not None
-            and expected.weight == STATED
-            and True in expected.right
+            name for name in ISSUES if (expected := self.fields.get(name)) and _states(expected)
         ]
 
     def ruled_out_problems(self) -> list[str]:
         """The issues the review rules out, by what it says or by the order's dates: a flag
         there is a false alarm."""
-        stated = self.stated_problems()
         return [
             name
             for name in ISSUES
-            if name not in stated
-            and (expected := self.fields.get(name)) is not None
+            if (expected := self.fields.get(name))
+            and not _states(expected)
             and expected.weight >= IMPLIED
             and False in expected.right
         ]

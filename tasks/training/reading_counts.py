@@ -68,9 +68,7 @@ def with_reading_counts(functions: list[RewardFunction]) -> list[RewardFunction]
             agreed_key, reviews_key = _keys(group)
             log_metric(agreed_key, agreed)
             log_metric(reviews_key, reviews)
-        for key, count in zip(
-            FLAG_KEYS, _flag_counts(completions, task, stars, columns), strict=True
-        ):
+        for key, count in _flag_counts(completions, task, stars, columns).items():
             log_metric(key, count)
         return scores
 
@@ -84,13 +82,14 @@ def _flag_counts(
     task: Sequence[str],
     stars: Sequence[int | None],
     columns: dict[str, Any],
-) -> tuple[int, int, int, int]:
-    """Over a batch's extraction answers: the problems the reviews state that the answers flag,
-    the problems they state, the problems they rule out that the answers flag, and those they
-    rule out (FLAG_KEYS' order)."""
+) -> dict[str, int]:
+    """Over a batch's extraction answers, each of FLAG_KEYS: the problems the reviews state that
+    the answers flag, the problems they state, the problems they rule out that the answers flag,
+    and those they rule out."""
     texts = columns.get("review_text") or [None] * len(completions)
     late = columns.get("gold_delivered_late") or [None] * len(completions)
-    counts = [0, 0, 0, 0]
+    counts = dict.fromkeys(FLAG_KEYS, 0)
+    flagged_keys, of_keys = FLAG_KEYS[0::2], FLAG_KEYS[1::2]
     for completion, row_task, row_stars, text, row_late in zip(
         completions, task, stars, texts, late, strict=True
     ):
@@ -98,10 +97,11 @@ def _flag_counts(
             continue
         reading = read_review(text, row_stars, row_late)
         data, _ = parse_json_object(completion_text(completion))
-        for offset, problems in ((0, reading.stated_problems()), (2, reading.ruled_out_problems())):
-            counts[offset] += sum(data is not None and data.get(name) is True for name in problems)
-            counts[offset + 1] += len(problems)
-    return tuple(counts)  # type: ignore[return-value]
+        problem_lists = (reading.stated_problems(), reading.ruled_out_problems())
+        for flagged, of, problems in zip(flagged_keys, of_keys, problem_lists, strict=True):
+            counts[flagged] += sum(data is not None and data.get(name) is True for name in problems)
+            counts[of] += len(problems)
+    return counts
 
 
 def _flagged_share(logs: dict[str, Any], prefix: str, keys: tuple[str, str]) -> float | None:

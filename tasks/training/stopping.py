@@ -76,11 +76,12 @@ class Breach:
     # The recipe setting whose tolerance it is beyond, and that tolerance.
     setting: str
     tolerance: float
+    # A share, said as a percentage.
+    percent: bool = False
 
     def words(self, step: int) -> str:
-        percent = self.setting in PERCENT_SETTINGS
         value, start = (
-            f"{100 * v:.0f}%" if percent else f"{v:.4f}" for v in (self.value, self.start)
+            f"{100 * v:.0f}%" if self.percent else f"{v:.4f}" for v in (self.value, self.start)
         )
         return (
             f"step {step} is not kept: {self.measure} {value}, the start's {start}, beyond "
@@ -101,6 +102,8 @@ class Guard:
     values: Callable[[HeldoutEval], dict[str, float | None]]
     # False: a rise is the wrong way (a false alarm).
     higher_is_better: bool = True
+    # The measure is a share (of reviews, of problems), said as a percentage.
+    percent: bool = False
 
     def breaches(self, rules: StopRules, start: HeldoutEval, held: HeldoutEval) -> list[Breach]:
         tolerance = getattr(rules, self.tolerance_field)
@@ -115,7 +118,15 @@ class Guard:
             moved = first - value if self.higher_is_better else value - first
             if moved > tolerance + TOLERANCE_SLACK:
                 found.append(
-                    Breach(self.measure.format(key), key, value, first, self.setting, tolerance)
+                    Breach(
+                        self.measure.format(key),
+                        key,
+                        value,
+                        first,
+                        self.setting,
+                        tolerance,
+                        self.percent,
+                    )
                 )
         return found
 
@@ -126,12 +137,14 @@ GUARDS = (
         "max_star_agreement_drop",
         "max_agreement_drop",
         lambda held: {"": held.agreement},
+        percent=True,
     ),
     Guard(
         "its held-out answers flag the problems the reviews state",
         "max_stated_flagging_drop",
         "max_flagging_drop",
         lambda held: {"": held.stated_flagged},
+        percent=True,
     ),
     Guard(
         "its held-out answers flag the problems the reviews rule out",
@@ -139,6 +152,7 @@ GUARDS = (
         "max_ruled_out_rise",
         lambda held: {"": held.ruled_out_flagged},
         higher_is_better=False,
+        percent=True,
     ),
     Guard(
         "it scores on {}, a task it trains,",
@@ -153,9 +167,6 @@ GUARDS = (
         lambda held: dict(held.untrained),
     ),
 )
-PERCENT_SETTINGS = {
-    "max_star_agreement_drop", "max_stated_flagging_drop", "max_ruled_out_flagging_rise",
-}  # fmt: skip
 
 
 @dataclass
