@@ -15,6 +15,7 @@ from prefect import task
 from configs.recipe import EvalConfig
 from tasks.core.caching import ContentKey, cache_token, task_code_digest
 from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
+from tasks.core.memory import returns_memory
 from tasks.core.store import ArtifactStore
 from tasks.training.answering import generate, score_row
 from tasks.training.model import load_model_and_tokenizer
@@ -54,6 +55,7 @@ def answers_path(
     return f"eval/{tag}-{digest[:16]}.jsonl"
 
 
+@returns_memory
 def evaluate_model(
     config: EvalConfig,
     data: PreparedData,

@@ -23,6 +23,7 @@ from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.locks import StoreLock
 from tasks.core.manifests import BaseModelArtifact, PreparedData
+from tasks.core.memory import returns_memory
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import bf16_training, peft_lora_config
 from tasks.training.checkpoints import RunCheckpoints, checkpoint_step, train_from
@@ -320,6 +321,7 @@ def _train_sft_unlocked(
     return _artifact(store, location)
 
 
+@returns_memory
 def train_sft(
     config: SftConfig,
     lora: LoraConfig,

@@ -23,6 +23,7 @@ from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.locks import StoreLock
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData, TrainingRecord
+from tasks.core.memory import returns_memory
 from tasks.core.store import ArtifactStore
 from tasks.training.backends import (
     UNSLOTH,
@@ -425,6 +426,7 @@ def trained(
     return finished_run(store, key) is not None
 
 
+@returns_memory
 def train_seed(
     training: TrainingConfig,
     lora: LoraConfig,
