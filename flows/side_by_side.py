@@ -46,6 +46,12 @@ class Job(NamedTuple):
     def title(self) -> str:
         return f"{self.flow.name}({', '.join(f'{k}={v}' for k, v in self.parameters.items())})"
 
+    def label(self) -> str:
+        """What marks this job's lines on the terminal, where the children's logs interleave:
+        the seed it trains or answers with, or the start model's."""
+        seed = self.parameters.get("seed")
+        return "start model" if seed is None else f"seed {seed}"
+
     def target(self) -> str:
         """Where a child finds the flow: module:name."""
         return f"{self.flow.fn.__module__}:{self.flow.fn.__name__}"
@@ -64,8 +70,8 @@ def api_url() -> str:
 
 
 class Child:
-    """A job's process; its stderr (Prefect's log) goes on to this process's as it comes, and
-    its last lines are kept for the error if it fails."""
+    """A job's process; its stderr (Prefect's log) goes on to this process's as it comes, each
+    line marked with the job's label, and its last lines are kept for the error if it fails."""
 
     def __init__(self, job: Job, api: str):
         command = [sys.executable, "-m", "flows.side_by_side", job.target()]
@@ -79,8 +85,9 @@ class Child:
 
     def _relay(self) -> None:
         assert self.process.stderr is not None
+        label = f"[{self.job.label()}] "
         for line in self.process.stderr:
-            sys.stderr.write(line)
+            sys.stderr.write(label + line)
             self.tail.append(line.rstrip("\n"))
 
     def finished(self) -> bool:
