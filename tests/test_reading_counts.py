@@ -282,3 +282,17 @@ def test_an_eval_log_reads_as_the_stop_rules_record_of_it() -> None:
     # One trained task: its mean is the held-out reward, and nothing of the other kinds.
     alone = heldout_eval(2, {"eval_reward": 0.5, "eval_rewards/extraction_reward/mean": 0.5})
     assert alone == HeldoutEval(step=2, reward=0.5)
+
+
+def _summary_prompt(index: int, table: str) -> dict[str, Any]:
+    return {"task": "insights", "prompt_id": f"i{index}", "data_summary": table}
+
+
+def test_a_held_out_summary_is_trained_under_no_other_focus() -> None:
+    # Each table asked twice, with two focuses: the held-out prompts' tables leave training too.
+    rows = [_summary_prompt(i, f"| tabela {i % 10} |") for i in range(20)]
+    kept, heldout = split_heldout(rows, 4)
+    held_tables = {row["data_summary"] for row in heldout}
+    assert len(heldout) == 4 and len(held_tables) == 4
+    assert not held_tables & {row["data_summary"] for row in kept}
+    assert len(kept) == 20 - 2 * 4

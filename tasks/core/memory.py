@@ -1,11 +1,9 @@
 """Handing a finished stage's memory back to the system.
 
 The pipeline runs SFT, GRPO (with one process) and the evaluations in its own process, one after
-another. Freeing a model's tensors returns their memory to glibc's heap, not to the system: a
-process that ran SFT on SmolLM2-135M stayed at 4.9 GB resident, 4.3 GB after `gc.collect()` and
-0.8 GB once glibc was asked to give back its free pages (`malloc_trim`). Kept, that heap is memory
-the seeds' child processes beside it cannot have: with two GRPO children on a 24 GiB machine, the
-kernel killed one (CHANGELOG).
+another. Freeing a model's tensors returns their memory to glibc's heap, not to the system, and
+`gc.collect()` alone frees little more: kept, that heap is memory the seeds' child processes
+beside it cannot have (the numbers: CHANGELOG.md).
 """
 
 from __future__ import annotations

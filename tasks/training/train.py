@@ -152,7 +152,10 @@ def split_heldout(
     the delivery flag turned on for the one- and two-star reviews of the references, +0.137 on
     the eval split, gained 0.031 on them; drawn in the star groups' shares alone, 3 of their 9
     unhappy reviews stated a delivery problem and it scored -0.008. A sentiment said to every
-    review is the stop rules' to refuse (stopping.py), whatever the mix."""
+    review is the stop rules' to refuse (stopping.py), whatever the mix. A train prompt on the
+    same input as a held-out one (its data summary, its review: `source`) is not trained on
+    either: a summary is asked with up to five focuses, and a table trained under one focus
+    answers its held-out twin from memory, which the eval split's unseen tables cannot."""
     if heldout >= len(rows):
         raise ValueError(
             f"training.heldout_prompts={heldout} leaves no train prompts of {len(rows)}"
@@ -172,8 +175,26 @@ def split_heldout(
             {group: len(members) for group, members in strata.items()}, count
         ).items():
             chosen.update(strata[group][:quota])
-    kept = [row for index, row in enumerate(rows) if index not in chosen]
+    held_sources = {source(rows[index]) for index in chosen}
+    kept = [
+        row
+        for index, row in enumerate(rows)
+        if index not in chosen and source(row) not in held_sources
+    ]
     return kept, [rows[index] for index in sorted(chosen)]
+
+
+# What a prompt is asked about, where two prompts can share it: an insights summary is asked with
+# several focuses.
+SOURCE_FIELDS = ("data_summary", "review_id")
+
+
+def source(row: dict[str, Any]) -> str:
+    """The input a prompt is asked about: its data summary or review, else the prompt itself."""
+    return next(
+        (f"{field}:{row[field]}" for field in SOURCE_FIELDS if row.get(field)),
+        f"prompt_id:{row['prompt_id']}",
+    )
 
 
 def _shares_of(sizes: dict[Any, int], count: int) -> dict[Any, int]:
