@@ -296,3 +296,9 @@ def test_a_held_out_summary_is_trained_under_no_other_focus() -> None:
     assert len(heldout) == 4 and len(held_tables) == 4
     assert not held_tables & {row["data_summary"] for row in kept}
     assert len(kept) == 20 - 2 * 4
+
+
+def test_holding_out_every_input_is_an_error_naming_the_setting() -> None:
+    rows = [_summary_prompt(i, "| a mesma tabela |") for i in range(5)]
+    with pytest.raises(ValueError, match=r"heldout_prompts=1 holds out the input of every one"):
+        split_heldout(rows, 1)

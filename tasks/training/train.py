@@ -181,6 +181,11 @@ def split_heldout(
         for index, row in enumerate(rows)
         if index not in chosen and source(row) not in held_sources
     ]
+    if not kept:
+        raise ValueError(
+            f"training.heldout_prompts={heldout} holds out the input of every one of the "
+            f"{len(rows)} train prompts (their data summaries or reviews): none is left to train on"
+        )
     return kept, [rows[index] for index in sorted(chosen)]
 
 
