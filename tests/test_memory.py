@@ -21,12 +21,12 @@ MB = 1 << 20
 # them still alive, so glibc cannot give the freed ones back by shrinking the heap's top.
 PROBE = textwrap.dedent(
     """
-    import json, sys
+    import json, os, sys
     from tasks.core.memory import returns_memory
 
     def resident():
         with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * 4096
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
     def stage():
         blocks = [bytes(4096) for _ in range(100_000)]
