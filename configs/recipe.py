@@ -333,7 +333,11 @@ class TrainingConfig(_Strict):
     max_steps: int = Field(1500, gt=0, description="Optimizer steps at most.")
     eval_steps: int = Field(50, gt=0, description="Steps between held-out evals.")
     save_steps: int = Field(
-        100, gt=0, description="Steps between checkpoints saved into the store."
+        100,
+        gt=0,
+        description="Steps between checkpoints saved into the store. A step still running "
+        "15 s after a SIGTERM is abandoned and the newest checkpoint kept: where a step is "
+        "long, 1 loses no more than the step in progress.",
     )
     keep_checkpoints: int = Field(3, gt=0, description="Checkpoints kept in the store.")
     early_stopping_patience: int = Field(15, gt=0, description="Evals without a new best.")

@@ -12,14 +12,20 @@ asks for the same results in its own process and finds them there, so what it go
 what one process would have made.
 
 `python -m flows.side_by_side module:flow '{parameters}'` is a child's side: it runs that flow.
+Each child is a session of its own, so a signal to the run's process group (Ctrl-C, `timeout`,
+a container's stop) reaches the parent alone, which passes one SIGTERM on to each child (a second
+would stop it at once, its step abandoned); a child stops as on that SIGTERM when its parent ends
+however it ends (SIGKILL, the OOM killer), so no seed trains on with nobody to take its result.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -35,6 +41,9 @@ POLL_SECONDS = 0.5
 # What a child's failure brings with it into the caller's error (its whole log is on the
 # terminal already, interleaved with the others').
 ERROR_LINES = 20
+# Linux's prctl option: a signal to this process when its parent ends.
+PR_SET_PDEATHSIG = 1
+PARENT_VARIABLE = "TUCANO_SIDE_BY_SIDE_PARENT"
 
 
 class Job(NamedTuple):
@@ -78,8 +87,11 @@ class Child:
         command.append(json.dumps(job.parameters))
         path = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, **ONE_THREAD, "PREFECT_API_URL": api, "PYTHONPATH": path}
+        env[PARENT_VARIABLE] = str(os.getpid())
         self.job, self.tail = job, deque[str](maxlen=ERROR_LINES)
-        self.process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            command, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         self.relay = threading.Thread(target=self._relay, daemon=True)
         self.relay.start()
 
@@ -103,7 +115,8 @@ class Child:
 
 
 def _stop(running: list[Child]) -> None:
-    """SIGTERM, which a training run answers by saving its step and ending; then wait for it."""
+    """SIGTERM, which a training run answers by saving its step and ending, or by abandoning the
+    step at the signals' deadline (tasks/core/signals.py); then wait for it."""
     for child in running:
         if child.process.poll() is None:
             child.process.terminate()
@@ -136,6 +149,16 @@ def run_side_by_side(jobs: list[Job], processes: int) -> None:
         _stop(running)
 
 
+def end_with_parent() -> None:
+    """SIGTERM to this process when its parent ends; at once if it ended before this call. Where
+    there is no prctl (not Linux), a child outlives a parent that is killed."""
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(os.environ.get(PARENT_VARIABLE, os.getppid())):
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m flows.side_by_side")
     parser.add_argument("flow", help="module:name of a flow")
@@ -149,8 +172,13 @@ def main(argv: list[str] | None = None) -> None:
 
     store = ArtifactStore(args.parameters["artifacts"])
     with signals.handled():
-        # Results kept in the store, as the caller's are: its cache is the caller's.
-        in_store(flow, store)(**args.parameters)
+        end_with_parent()
+        try:
+            # Results kept in the store, as the caller's are: its cache is the caller's.
+            in_store(flow, store)(**args.parameters)
+        except signals.Stopped as stopped:  # a stop, said in a line, not a traceback
+            print(f"{flow.name}: {stopped}", file=sys.stderr, flush=True)
+            sys.exit(stopped.exit_status)
 
 
 if __name__ == "__main__":

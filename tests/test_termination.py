@@ -83,7 +83,8 @@ class PipelineRun:
         self.recipe = tmp / "recipe.yaml"
         self.recipe.write_text(yaml.safe_dump(recipe or RECIPE))
         self.artifacts = artifacts or tmp / "artifacts"
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO_ROOT)}
+        path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO_ROOT)]))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
         if prefect_home is None:  # the tests' Prefect server
             from prefect.settings import PREFECT_API_URL
 
@@ -265,3 +266,65 @@ def test_a_signal_mid_stage_stops_it_with_nothing_half_written(
     # leaves no record.
     assert folders == []
     assert "reward audit passed" not in run.output
+
+
+# Started in every Python process of a run whose PYTHONPATH has it: GRPO's loss stops on its
+# PAUSE_AT_CALL-th call, in each seed's child, and sleeps on: a step far longer than a grace
+# period, as a step of the real model on two cores is (35-50 s).
+PAUSED_LOSS = """
+import os, time
+if os.environ.get("TUCANO_TEST_PAUSED_LOSS"):
+    import trl
+    original, calls = trl.GRPOTrainer.compute_loss, []
+    def compute_loss(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == {at}:
+            print("PAUSED IN compute_loss", flush=True)
+            time.sleep(120)
+        return original(self, *args, **kwargs)
+    trl.GRPOTrainer.compute_loss = compute_loss
+"""
+PAUSE_AT_CALL = 6
+SIDE_BY_SIDE_RECIPE = {
+    **RECIPE,
+    "name": "termination_side_by_side",
+    "seeds": [7, 8],
+    "processes": 2,
+    "training": {**RECIPE["training"], "save_steps": 1},
+}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_seeds_side_by_side_stop_within_the_grace_period_with_their_last_step_kept(
+    tmp_path: Path, prefect_home: Path, monkeypatch: pytest.MonkeyPatch, signum: int
+) -> None:
+    """Both seeds in a step that would not end for minutes: the signal to the run's group ends
+    every process within the bound, each seed's newest checkpoint complete and named."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(PAUSED_LOSS.replace("{at}", str(PAUSE_AT_CALL)))
+    monkeypatch.setenv("TUCANO_TEST_PAUSED_LOSS", "1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(REPO_ROOT)]))
+    run = PipelineRun(tmp_path, prefect_home, recipe=SIDE_BY_SIDE_RECIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while run.output.count("PAUSED IN compute_loss") < 2:
+            assert time.monotonic() < deadline, run.output[-3000:]
+            run.wait_for("PAUSED IN compute_loss")
+            time.sleep(0.2)
+        run.its_processes()
+        started = time.monotonic()
+        run.stop(signum, kept=re.escape(GENERIC_STOP.format(run.artifacts)))
+        assert time.monotonic() - started < EXIT_BOUND_S
+    finally:
+        run.end()
+    output = run.output
+    for seed in (7, 8):
+        said = re.search(
+            rf"\[seed {seed}\] .*stopped by SIGTERM; seed {seed}'s checkpoint after step (\d+) "
+            r"is in (\S+)", output,
+        )  # fmt: skip
+        assert said, output[-3000:]
+        assert int(said[1]) >= 1
+        assert (Path(said[2]) / f"checkpoint-{said[1]}" / COMPLETE_MARKER).is_file()
+    assert output.count("abandoned, the newest checkpoint kept") == 2, output[-3000:]

@@ -8,7 +8,10 @@ command exits 128 + the signal's number. Where a stage stops:
 - prep, the audit, evaluation and export write their results whole at their end: at once, and
   nothing is half-written;
 - SFT and GRPO defer the signal (`deferred`): the step in progress ends, a checkpoint is saved and
-  uploaded, and the trainer stops (`requested` is what their callback reads);
+  uploaded, and the trainer stops (`requested` is what their callback reads). A step that has not
+  ended STOP_DEADLINE_S after the signal is abandoned there: the run stops at once and keeps the
+  newest checkpoint in the store (every one there is complete), so a platform that kills 30 s
+  after its SIGTERM never finds the run still writing;
 - analyze writes its rows batch by batch: the batch being written is finished, the one being
   generated is dropped, and a rerun goes on after the rows in the file.
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,6 +37,9 @@ from prefect.exceptions import TerminationSignal
 log = logging.getLogger("tucano.signals")
 
 HANDLED = (signal.SIGTERM, signal.SIGINT)
+# Kubernetes, a spot VM's shutdown and most schedulers kill 30 s after SIGTERM: half of that for
+# the step in progress, the rest for the processes to end, the run's parent last.
+STOP_DEADLINE_S = 15.0
 
 
 class Stopped(TerminationSignal):
@@ -55,6 +62,8 @@ class Stopped(TerminationSignal):
 
 
 _requested: int | None = None
+_timer: threading.Timer | None = None
+_past_deadline = False
 _deferring = 0
 _stopping = False
 
@@ -63,7 +72,33 @@ def stop(signum: int, kept: str | None = None) -> Stopped:
     """The exception that ends the run; from here on, further signals are ignored."""
     global _stopping
     _stopping = True
+    _disarm()
     return Stopped(signum, kept)
+
+
+def _arm() -> None:
+    global _timer
+    # A thread's timer, not SIGALRM's: Prefect's task timeouts and pytest-timeout use that one.
+    _timer = threading.Timer(STOP_DEADLINE_S, _deadline_reached)
+    _timer.daemon = True
+    _timer.start()
+
+
+def _disarm() -> None:
+    global _timer, _past_deadline
+    if _timer is not None:
+        _timer.cancel()
+    _timer, _past_deadline = None, False
+
+
+def _deadline_reached() -> None:
+    """STOP_DEADLINE_S after the first signal the stage is still in its step: the main thread gets
+    the signal again (a real one, which ends a wait as the first did) and `_handle` abandons the
+    step."""
+    global _past_deadline
+    if _requested is not None and not _stopping:
+        _past_deadline = True
+        signal.pthread_kill(threading.main_thread().ident, _requested)
 
 
 def requested() -> int | None:
@@ -93,13 +128,20 @@ def _handle(signum: int, frame: Any) -> None:
     global _requested
     if _stopping:
         return
+    if _past_deadline:
+        log.warning(
+            "%s: the step in progress did not end within %.0f s; abandoned, the newest "
+            "checkpoint kept", signal.Signals(signum).name, STOP_DEADLINE_S,
+        )  # fmt: skip
+        raise stop(signum)
     if _deferring and _requested is None:
         _requested = signum
         log.warning(
-            "%s: stopping after the step in progress, with a checkpoint (send it again to stop "
-            "at once)",
-            signal.Signals(signum).name,
-        )
+            "%s: stopping after the step in progress, with a checkpoint, or in %.0f s without "
+            "it (send it again to stop at once)",
+            signal.Signals(signum).name, STOP_DEADLINE_S,
+        )  # fmt: skip
+        _arm()
         return
     raise stop(signum)
 
@@ -137,5 +179,7 @@ def deferred() -> Iterator[None]:
         yield
     finally:
         _deferring -= 1
+        if not _deferring:  # the stage reached its safe point: the step ended in time
+            _disarm()
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -42,6 +42,13 @@ class RunCheckpoints:
         names = (_CHECKPOINT.match(name) for name in self.store.listdir(self.folder))
         return sorted(int(match.group(1)) for match in names if match)
 
+    def kept(self, whose: str) -> str:
+        """What a restart of `whose` run goes on from: its newest complete checkpoint."""
+        complete = [step for step in self.steps() if self.store.is_complete(self._rel(step))]
+        if not complete:
+            return f"{whose} had no checkpoint yet; the same command starts it again"
+        return f"{whose}'s checkpoint after step {complete[-1]} is in {self.store.uri(self.folder)}"
+
     def upload(self, local_dir: Path, step: int) -> None:
         self.store.put_dir(local_dir, self._rel(step))
         self.prune()

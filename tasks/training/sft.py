@@ -9,6 +9,7 @@ markers, same resume), and the run is keyed by its recipe, data, base model and 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import random
@@ -305,12 +306,10 @@ def _train_sft_unlocked(
             "SFT (run %s) for %d steps%s", key, config.max_steps,
             f", resuming at step {checkpoint_step(resume)}" if resume else "",
         )  # fmt: skip
-        with signals.deferred():
+        kept = functools.partial(checkpoints.kept, "SFT")
+        with signals.keeping(kept), signals.deferred():
             train_from(trainer, resume)
-        signals.stop_if_requested(
-            f"SFT's checkpoint after step {trainer.state.global_step} is in "
-            f"{store.uri(checkpoints.folder)}"
-        )
+        signals.stop_if_requested(kept())
         merged = trainer.model if config.full_finetune else trainer.model.merge_and_unload()
         merged.save_pretrained(workdir / MODEL_FOLDER)
         tokenizer.save_pretrained(workdir / MODEL_FOLDER)

@@ -7,6 +7,7 @@ Checkpoints go into the artifact store as they are saved, each complete or invis
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
 from collections import Counter
@@ -375,8 +376,8 @@ def build_trainer(
 
 def run_trainer(run: SeedRun) -> None:
     """Train to the end, from the restored checkpoint if any, and put the final adapter into the
-    store; a SIGTERM or SIGINT ends the run after the step in progress, its checkpoint saved, for
-    the next run to resume."""
+    store; a SIGTERM or SIGINT ends the run after the step in progress, its checkpoint saved, or
+    abandons that step at the signals' deadline; the next run resumes from the newest checkpoint."""
     log.info(
         "training seed %d (run %s, %s backend) for %d steps%s",
         run.seed,
@@ -385,12 +386,10 @@ def run_trainer(run: SeedRun) -> None:
         run.trainer.args.max_steps,
         f", resuming at step {checkpoint_step(run.resume)}" if run.resume else "",
     )
-    with signals.deferred():
+    kept = functools.partial(run.checkpoints.kept, f"seed {run.seed}")
+    with signals.keeping(kept), signals.deferred():
         train_from(run.trainer, run.resume)
-    signals.stop_if_requested(
-        f"seed {run.seed}'s checkpoint after step {run.trainer.state.global_step} is in "
-        f"{run.store.uri(run.checkpoints.folder)}"
-    )
+    signals.stop_if_requested(kept())
     final = run.workdir / FINAL_FOLDER
     run.trainer.save_model(str(final))
     run.store.put_dir(final, f"{run.folder}/{FINAL_FOLDER}")
