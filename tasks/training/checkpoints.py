@@ -42,9 +42,13 @@ class RunCheckpoints:
         names = (_CHECKPOINT.match(name) for name in self.store.listdir(self.folder))
         return sorted(int(match.group(1)) for match in names if match)
 
+    def complete_steps(self) -> list[int]:
+        """Steps of the checkpoints whose upload finished (their marker exists), oldest first."""
+        return [step for step in self.steps() if self.store.is_complete(self._rel(step))]
+
     def kept(self, whose: str) -> str:
         """What a restart of `whose` run goes on from: its newest complete checkpoint."""
-        complete = [step for step in self.steps() if self.store.is_complete(self._rel(step))]
+        complete = self.complete_steps()
         if not complete:
             return f"{whose} had no checkpoint yet; the same command starts it again"
         return f"{whose}'s checkpoint after step {complete[-1]} is in {self.store.uri(self.folder)}"
@@ -54,7 +58,7 @@ class RunCheckpoints:
         self.prune()
 
     def prune(self) -> None:
-        complete = [step for step in self.steps() if self.store.is_complete(self._rel(step))]
+        complete = self.complete_steps()
         for step in complete[: max(0, len(complete) - self.keep)]:
             if step not in self.protected:
                 self.store.remove(self._rel(step))
