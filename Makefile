@@ -11,23 +11,29 @@ DOCS_ENV := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true
 # The CPU build of torch: on these machines pip takes it from local disk; elsewhere
 # `make TORCH_SPEC=torch` lets pip choose.
 TORCH_SPEC ?= torch==2.13.0
+# The extras installed with the project: `dev` here (tests, lint); the images install `gpu`
+# (deployments/gpu.Dockerfile) or none (deployments/cpu.Dockerfile).
+EXTRAS ?= dev
 # pytest's arguments, e.g. ARGS=tests/test_cli.py; ARGS="-n 0" runs the tests in one process.
 ARGS ?=
 # Debian's Chromium, for the test that opens the Prefect UI's run form (headless).
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: pipeline smoke test docs serve-docs lint format clean
+.PHONY: install pipeline smoke test docs serve-docs lint format clean
 
 # pip byte-compiles what it installs on one core (about 50 s of a fresh install here);
 # compileall does it on every core. Like pip it leaves a file written for a newer Python as
 # it is (torch ships one), so its exit status is not the install's.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml deployments/requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --no-compile "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet --no-compile -e ".[dev]"
+	$(PY) -m pip install --quiet --no-compile -e ".$(if $(EXTRAS),[$(EXTRAS)])"
 	$(PY) -m compileall -qq -j 0 $(VENV)/lib || true
 	touch $(STAMP)
+
+# The environment alone: what a worker machine or an image needs (the other targets do it first).
+install: $(STAMP)
 
 $(DOCS_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[docs]"

@@ -690,8 +690,10 @@ class Recipe(_Strict):
         description="Seeds' GRPO runs, then the evaluations of the start model and the tuned "
         "models, run this many at once, each in a process of one torch thread, a job left over "
         "in the pipeline's own process on every thread (flows/side_by_side.py): on a CPU "
-        "whose one process of a small model leaves cores idle (benchmarks/threads.py). Runs "
-        "on a work pool (--training-deployment) are its concern, not this.",
+        "whose one process of a small model leaves cores idle (benchmarks/threads.py), or on "
+        "one GPU that one small model leaves mostly idle (the processes share it, each with "
+        "its own copy of the model). Seeds run by a training deployment (a pipeline "
+        "deployment's training_deployment) are their work pool's concern, not this.",
     )
     data: DataConfig = Field(default_factory=DataConfig, description="Data prep and the split.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The base model.")

@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     deploying.add_argument("--gcp-region", help="Vertex AI region, e.g. us-central1")
     deploying.add_argument(
+        "--git-repository",
+        help="git URL the remote pool's workers clone the code from, e.g. "
+        "https://git.example.com/acme/tucano-commerce.git (registers the -remote deployments)",
+    )
+    deploying.add_argument(
+        "--git-branch", default="main", help="branch the remote workers clone (default main)"
+    )
+    deploying.add_argument(
         "--zombie-after",
         type=int,
         default=90,
@@ -247,7 +255,13 @@ def deploy_command(args: argparse.Namespace) -> int:
     from flows.deploy import DeployError, deploy
 
     try:
-        names = deploy(args.gpu_image, args.gcp_region, args.zombie_after)
+        names = deploy(
+            args.gpu_image,
+            args.gcp_region,
+            args.zombie_after,
+            git_repository=args.git_repository,
+            git_branch=args.git_branch,
+        )
     except DeployError as exc:
         print(f"tucano deploy: {exc}", file=sys.stderr)
         return 1

@@ -15,12 +15,25 @@ import os
 import subprocess
 import sys
 from datetime import timedelta
+from typing import NamedTuple
 
 from flows.parameters import REPO_ROOT
 
 DEPLOYMENTS_DIR = REPO_ROOT / "deployments"
 PREFECT_FILE = DEPLOYMENTS_DIR / "prefect.yaml"
-POOLS = {"local": "process", "l4-gpu": "vertex-ai"}
+
+
+class Pool(NamedTuple):
+    type: str
+    template: str  # deployments/work-pools/<template>.json: its base job template
+
+
+POOLS = {
+    # Process workers: `local` runs the deploying machine's checkout, `remote` clones the code.
+    "local": Pool("process", "process"),
+    "remote": Pool("process", "process"),
+    "l4-gpu": Pool("vertex-ai", "l4-gpu"),
+}
 LOCAL_DEPLOYMENTS = (
     "seeded-training-local",
     "pipeline-local",
@@ -28,6 +41,7 @@ LOCAL_DEPLOYMENTS = (
     "resume-training-local",
     "review-analysis-local",
 )
+REMOTE_DEPLOYMENTS = ("seeded-training-remote", "resume-training-remote")
 GPU_DEPLOYMENTS = (
     "seeded-training",
     "pipeline",
@@ -45,7 +59,7 @@ class DeployError(RuntimeError):
 
 
 def pool_template(name: str) -> dict:
-    return json.loads((DEPLOYMENTS_DIR / "work-pools" / f"{name}.json").read_text())
+    return json.loads((DEPLOYMENTS_DIR / "work-pools" / f"{POOLS[name].template}.json").read_text())
 
 
 def ensure_pool(name: str) -> None:
@@ -59,7 +73,7 @@ def ensure_pool(name: str) -> None:
             client.read_work_pool(name)
         except ObjectNotFound:
             client.create_work_pool(
-                WorkPoolCreate(name=name, type=POOLS[name], base_job_template=template)
+                WorkPoolCreate(name=name, type=POOLS[name].type, base_job_template=template)
             )
         else:
             client.update_work_pool(name, WorkPoolUpdate(base_job_template=template))
@@ -101,10 +115,15 @@ def ensure_zombie_automation(zombie_after_s: int) -> None:
 
 
 def deploy(
-    gpu_image: str | None = None, gcp_region: str | None = None, zombie_after_s: int = 90
+    gpu_image: str | None = None,
+    gcp_region: str | None = None,
+    zombie_after_s: int = 90,
+    git_repository: str | None = None,
+    git_branch: str = "main",
 ) -> list[str]:
-    """Register the local variants, and the l4-gpu ones when an image and a region are given.
-    Returns the names of the deployments registered."""
+    """Register the local variants; the remote ones, whose workers clone `git_repository`, when
+    it is given; the l4-gpu ones when an image and a region are. Returns the names of the
+    deployments registered."""
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():
@@ -114,15 +133,23 @@ def deploy(
         )
     if bool(gpu_image) != bool(gcp_region):
         raise DeployError("--gpu-image and --gcp-region go together (the l4-gpu pool needs both)")
-    names = list(LOCAL_DEPLOYMENTS) + (list(GPU_DEPLOYMENTS) if gpu_image else [])
-    for pool in ("local", "l4-gpu") if gpu_image else ("local",):
-        ensure_pool(pool)
+    variants = {
+        "local": LOCAL_DEPLOYMENTS,
+        "remote": REMOTE_DEPLOYMENTS if git_repository else (),
+        "l4-gpu": GPU_DEPLOYMENTS if gpu_image else (),
+    }
+    names = [name for deployments in variants.values() for name in deployments]
+    for pool, deployments in variants.items():
+        if deployments:
+            ensure_pool(pool)
     env = {
         **os.environ,
         "PREFECT_API_URL": str(PREFECT_API_URL.value()),
         "TUCANO_PROJECT_DIR": str(REPO_ROOT),
         "TUCANO_IMAGE": gpu_image or "",
         "TUCANO_GCP_REGION": gcp_region or "",
+        "TUCANO_GIT_REPOSITORY": git_repository or "",
+        "TUCANO_GIT_BRANCH": git_branch,
     }
     command = [sys.executable, "-m", "prefect", "--no-prompt", "deploy"]
     command += ["--prefect-file", str(PREFECT_FILE)]

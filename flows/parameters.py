@@ -19,6 +19,14 @@ def project_path(value: str) -> str:
     return str(REPO_ROOT / value)
 
 
+def portable_path(value: str) -> str:
+    """A path as a worker on another machine reads it: one inside this project folder relative
+    to it (each worker reads it in its own copy of the project), anything else as given."""
+    if "://" in value or not Path(value).is_relative_to(REPO_ROOT):
+        return value
+    return str(Path(value).relative_to(REPO_ROOT))
+
+
 class RunInputs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

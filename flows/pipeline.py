@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, load_recipe
 from flows.fanout import gather_adapters, start_seeds
+from flows.parameters import portable_path
 from flows.side_by_side import Job, run_side_by_side, whole_rounds
 from tasks.core.manifests import (
     Adapter,
@@ -123,12 +124,13 @@ def _evaluate(
         # yet; the calls below then find their answers in the store (and answer what was left
         # to this process).
         models = [None, *(adapter for adapter in adapters if not adds_nothing(adapter, store))]
+        in_children = whole_rounds(models, recipe.processes)
         jobs = [
             Job(evaluate_model_flow, {**paths, "seed": None if adapter is None else adapter.seed})
-            for adapter in models
+            for adapter in in_children
             if not store.exists(answers_path(recipe.evaluation, prepared, start.model, adapter))
         ]
-        run_side_by_side(whole_rounds(jobs, recipe.processes), recipe.processes)
+        run_side_by_side(jobs, recipe.processes)
     base = evaluate(start.model, None)
     return Evaluations(
         base=base,
@@ -291,17 +293,19 @@ def train_seeds(
             store = ArtifactStore(paths["artifacts"])
             jobs = [
                 Job(train_flow, {**paths, "seed": seed})
-                for seed in recipe.seeds
+                for seed in whole_rounds(recipe.seeds, recipe.processes)
                 if not trained(recipe.training, recipe.lora, prepared, base, seed, store)
             ]
-            run_side_by_side(whole_rounds(jobs, recipe.processes), recipe.processes)
+            run_side_by_side(jobs, recipe.processes)
         return [train_flow(**paths, seed=seed) for seed in recipe.seeds]
     parameters = {
         seed: {
             "run": {
-                "recipe": paths["config"],
+                # The recipe and the data are the code's: read in the worker's own checkout.
+                # The store is the one place every worker shares.
+                "recipe": portable_path(paths["config"]),
                 "artifacts": paths["artifacts"],
-                "data": paths["data"],
+                "data": portable_path(paths["data"]),
                 "seed": seed,
             }
         }

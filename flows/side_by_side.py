@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Each child's share of the cores: one thread (torch's intra-op pool and the BLAS libraries').
@@ -44,6 +44,7 @@ ERROR_LINES = 20
 # Linux's prctl option: a signal to this process when its parent ends.
 PR_SET_PDEATHSIG = 1
 PARENT_VARIABLE = "TUCANO_SIDE_BY_SIDE_PARENT"
+T = TypeVar("T")
 
 
 class Job(NamedTuple):
@@ -124,12 +125,15 @@ def _stop(running: list[Child]) -> None:
         child.process.wait()
 
 
-def whole_rounds(jobs: list[Job], processes: int) -> list[Job]:
-    """The jobs that fill rounds of `processes`: the rest are the caller's to run in its own
-    process, with every thread, where one job alone on one thread would leave cores idle (the
-    third seed of three took 6 min 45 s so, 4 min 41 s on two threads). Which jobs those are
-    follows from the list alone, so a run's numbers do not depend on which child ended first."""
-    return jobs[: len(jobs) - len(jobs) % processes]
+def whole_rounds(items: list[T], processes: int) -> list[T]:
+    """The items (a stage's seeds or models, all of them) that fill rounds of `processes`, each
+    to run in a child of one thread: the rest are the caller's to run in its own process, with
+    every thread, where one job alone on one thread would leave cores idle (the third seed of
+    three took 6 min 45 s so, 4 min 41 s on two threads). Chosen from the stage's whole list
+    before anything done is left out, so each item's process, and with it its thread count
+    (which moves a float's last bits), is the same in every run: a run resumed after a stop ends
+    with the numbers of one never stopped, and none depends on which child ended first."""
+    return items[: len(items) - len(items) % processes]
 
 
 def run_side_by_side(jobs: list[Job], processes: int) -> None:

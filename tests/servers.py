@@ -1,5 +1,5 @@
-"""Real servers on loopback, started and stopped by the tests: a Prefect server (SQLite) with a
-process worker."""
+"""Real servers on loopback, started and stopped by the tests: a Prefect server (SQLite) with
+process workers, moto's S3, and a git remote holding this checkout."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 import urllib.request
@@ -56,17 +57,28 @@ class PrefectServer:
     def ui(self) -> str:
         return self.url.removesuffix("/api")
 
-    def start_worker(self, pool: str = "local") -> subprocess.Popen:
-        log = (self.logs / f"worker-{pool}.log").open("a")
+    def start_worker(
+        self,
+        pool: str = "local",
+        *,
+        name: str | None = None,
+        python: Path = Path(sys.executable),
+        folder: Path | None = None,
+    ) -> subprocess.Popen:
+        """A process worker of `pool` run by `python`, in `folder` (the server's home when
+        None); `name` (default `worker-<pool>`) keys it in `processes` and names its log."""
+        name = name or f"worker-{pool}"
+        log = (self.logs / f"{name}.log").open("a")
+        command = [str(python), "-m", "prefect", "worker", "start", "--pool", pool]
         worker = subprocess.Popen(
-            [str(BIN / "prefect"), "worker", "start", "--pool", pool, "--type", "process"],
+            [*command, "--type", "process", "--name", name],
             env=self.env,
-            cwd=self.home,
+            cwd=folder or self.home,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # killed with its flow-run processes, like a lost VM
         )
-        self.processes[f"worker-{pool}"] = worker
+        self.processes[name] = worker
         return worker
 
     def stop(self) -> None:
@@ -302,3 +314,29 @@ class DyingProxy:
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
         self._sockets.clear()
+
+
+def git_remote(project: Path, root: Path) -> str:
+    """A bare repository whose main branch holds `project`'s files as they are now (uncommitted
+    edits and new files included, what .gitignore leaves out left out): a team's git server,
+    reached by URL. `project` need not be a git checkout."""
+    bare = root / "tucano-commerce.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(bare)], check=True)
+    git = ["git", f"--git-dir={bare}", f"--work-tree={project}"]
+    identity = ["-c", "user.name=tests", "-c", "user.email=tests@localhost"]
+    subprocess.run([*git, "add", "--all"], check=True)
+    subprocess.run([*git, *identity, "commit", "--quiet", "-m", "the checkout"], check=True)
+    subprocess.run([*git, "branch", "--force", "--quiet", "main"], check=True)
+    return f"file://{bare}"
+
+
+def python_without_the_project(root: Path) -> Path:
+    """A Python with the project's dependencies and not the project, as on a worker machine that
+    installed deployments/requirements.txt and has no checkout: a venv whose one path entry is
+    this environment's site-packages. A path a .pth file adds is not a site folder, so the
+    editable install's finder there never loads, and `import flows` fails outside a clone."""
+    env = root / "worker-python"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    (site,) = env.glob("lib/python*/site-packages")
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return env / "bin" / "python"

@@ -1,5 +1,7 @@
-"""Deployments on a real `prefect server start` (SQLite, loopback) with a real process worker:
-registered by `tucano deploy`, triggered through the API, killed mid-training and resumed."""
+"""Deployments on a real `prefect server start` (SQLite, loopback) with real process workers:
+registered by `tucano deploy`, triggered through the API, killed mid-training and resumed. The
+`remote` pool's workers run in folders with no checkout, from a Python without the project: each
+run clones the code from a git remote and keeps its work on a store shared through moto's S3."""
 
 from __future__ import annotations
 
@@ -29,17 +31,32 @@ from prefect.deployments import run_deployment
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.states import Crashed
 
-from flows.deploy import GPU_DEPLOYMENTS, LOCAL_DEPLOYMENTS, ZOMBIE_AUTOMATION, deploy
+from flows.deploy import (
+    GPU_DEPLOYMENTS,
+    LOCAL_DEPLOYMENTS,
+    REMOTE_DEPLOYMENTS,
+    ZOMBIE_AUTOMATION,
+    deploy,
+)
 from flows.fanout import RESUME_TAG, handoff_path, successor
 from tasks.core.store import ArtifactStore
 
-from .conftest import SHIPPED_DATA
-from .servers import flow_run_pid, start_prefect_server, wait_for
+from .conftest import REPO_ROOT, SHIPPED_DATA
+from .servers import (
+    flow_run_pid,
+    git_remote,
+    moto_s3,
+    python_without_the_project,
+    start_prefect_server,
+    wait_for,
+)
 from .test_pipeline import SMALL_RECIPE, subflow_ids
 
 pytestmark = pytest.mark.slow
 
 SEEDED = "tucano-seeded-training/seeded-training-local"
+SEEDED_REMOTE = "tucano-seeded-training/seeded-training-remote"
+BUCKET = "shared-store"
 # Two missed heartbeats (every 30 s, Prefect's minimum): quick enough for a test, and not so
 # tight that a busy CPU delaying one heartbeat marks a live run as lost.
 ZOMBIE_AFTER_S = 60
@@ -48,15 +65,30 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "ui"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    """The server, a `local` worker in the server's folder and a `remote` one in an empty folder
+    (another machine: no checkout, the project not installed), both with the S3 store's
+    credentials in their environment."""
     root = tmp_path_factory.mktemp("prefect-server")
-    running = start_prefect_server(root)
-    try:
-        with temporary_settings(updates={PREFECT_API_URL: running.url}):
-            deploy(zombie_after_s=ZOMBIE_AFTER_S)
-            running.start_worker("local")
-            yield running
-    finally:
-        running.stop()
+    with moto_s3(root, BUCKET):
+        running = start_prefect_server(root)
+        try:
+            with temporary_settings(updates={PREFECT_API_URL: running.url}):
+                deploy(zombie_after_s=ZOMBIE_AFTER_S, git_repository=git_remote(REPO_ROOT, root))
+                running.start_worker("local")
+                running.remote_python = python_without_the_project(root)
+                _start_remote_worker(running, "machine-a", root)
+                yield running
+        finally:
+            running.stop()
+
+
+def _start_remote_worker(server, name: str, root: Path):
+    folder = root / name
+    folder.mkdir()
+    # what makes it another machine: outside a clone, its Python has no tucano code at all
+    found = subprocess.run([server.remote_python, "-c", "import flows"], cwd=folder)
+    assert found.returncode != 0, "the remote worker's Python imports the project itself"
+    return server.start_worker("remote", name=name, python=server.remote_python, folder=folder)
 
 
 def _recipe(path: Path, **training) -> str:
@@ -128,10 +160,17 @@ def _kill_after_checkpoint(run_id: UUID, artifacts: Path, step: int) -> None:
 def test_deploy_registers_everything_idempotently(server) -> None:
     with get_client(sync_client=True) as client:
         before = {d.name: d.id for d in client.read_deployments()}
-        assert set(before) == set(LOCAL_DEPLOYMENTS)
-        assert deploy("gcr.io/acme/tucano:1", "southamerica-east1", zombie_after_s=ZOMBIE_AFTER_S)
+        assert set(before) == {*LOCAL_DEPLOYMENTS, *REMOTE_DEPLOYMENTS}
+        repository = client.read_deployment_by_name(SEEDED_REMOTE).pull_steps[0]
+        assert repository["prefect.deployments.steps.git_clone"]["repository"].startswith("file:")
+        assert deploy(
+            "gcr.io/acme/tucano:1",
+            "southamerica-east1",
+            zombie_after_s=ZOMBIE_AFTER_S,
+            git_repository=repository["prefect.deployments.steps.git_clone"]["repository"],
+        )
         after = {d.name: d.id for d in client.read_deployments()}
-        assert set(after) == {*LOCAL_DEPLOYMENTS, *GPU_DEPLOYMENTS}
+        assert set(after) == {*LOCAL_DEPLOYMENTS, *REMOTE_DEPLOYMENTS, *GPU_DEPLOYMENTS}
         assert {name: after[name] for name in before} == before  # updated in place
         gpu_pool = client.read_work_pool("l4-gpu")
         assert gpu_pool.type == "vertex-ai"
@@ -216,14 +255,21 @@ def test_the_attempt_limit_holds(server, tmp_path) -> None:
     assert [r.id for r in runs if r.parameters.get("run", {}).get("seed") == 6] == [run.id]
 
 
-def test_the_pipeline_fans_seeds_out_as_seeded_training_runs(server, tmp_path) -> None:
+def _submitted_by(server, worker: str, flow_run_id: UUID) -> bool:
+    log = (server.logs / f"{worker}.log").read_text()
+    return f"Worker '{worker}' submitting flow run '{flow_run_id}'" in log
+
+
+def test_the_pipeline_fans_its_seeds_out_to_workers_with_no_checkout(server, tmp_path) -> None:
+    """The pipeline (local pool) starts each seed on the remote pool; that worker clones the code,
+    trains onto the S3 store both share, and the pipeline's report reads the seeds' runs."""
     recipe = _recipe(tmp_path / "recipe.yaml", max_steps=2, save_steps=2)
     text = yaml.safe_load(Path(recipe).read_text())
     Path(recipe).write_text(yaml.safe_dump({**text, "seeds": [21, 22]}))
-    store = tmp_path / "store"
-    parameters = _run_parameters(recipe, store, 0)
-    del parameters["run"]["seed"]
-    parameters["run"]["training_deployment"] = SEEDED
+    store = f"s3://{BUCKET}/fanout"
+    parameters = {
+        "run": {"recipe": recipe, "artifacts": store, "training_deployment": SEEDED_REMOTE}
+    }
     run = run_deployment(
         "tucano-deployed-pipeline/pipeline-local", parameters=parameters, timeout=0
     )
@@ -239,11 +285,15 @@ def test_the_pipeline_fans_seeds_out_as_seeded_training_runs(server, tmp_path) -
         }
     for seed, runs in seeds.items():
         assert [(r.name, r.state.name) for r in runs] == [(f"seed-{seed}-attempt-1", "Completed")]
+        assert runs[0].work_pool_name == "remote"
+        # the data path travelled as the project's own, read in the worker's clone
+        assert runs[0].parameters["run"]["data"] == "data/olist"
+        assert _submitted_by(server, "machine-a", runs[0].id)
         adapter = ArtifactStore(store).read_json(handoff_path(runs[0].id))
         assert (adapter["seed"], adapter["global_step"]) == (seed, 2)
-    reports = list(store.glob("reports/*/report.json"))
+    reports = ArtifactStore(store).listdir("reports")
     assert len(reports) == 1
-    assert json.loads(reports[0].read_text())["seeds"] == [21, 22]
+    assert ArtifactStore(store).read_json(f"reports/{reports[0]}/report.json")["seeds"] == [21, 22]
 
 
 CHROMIUM_FLAGS = [
@@ -282,28 +332,50 @@ def test_the_run_form_in_the_ui_has_the_seed_field(server, tmp_path) -> None:
     assert screenshot.read_bytes().startswith(b"\x89PNG")
 
 
-def test_a_run_whose_machine_vanished_is_marked_crashed_and_resumed(server, tmp_path) -> None:
+def test_a_run_whose_machine_vanished_is_resumed_by_another_machine(server, tmp_path) -> None:
     """Worker and flow-run process die together, as with a VM that disappears: nothing is left
-    to report the crash; the heartbeat automation marks the run Crashed, and a new worker (a new
-    machine) runs the resumed attempt."""
+    to report the crash; the heartbeat automation marks the run Crashed, and a worker on another
+    machine (its own empty folder) runs the resumed attempt from the checkpoint in the S3 store.
+    Last in the module: machine A stays gone."""
     recipe = _recipe(tmp_path / "recipe.yaml", max_steps=20, save_steps=2)
-    store = tmp_path / "store"
-    run = run_deployment(SEEDED, parameters=_run_parameters(recipe, store, 9), timeout=0)
-    wait_for(
-        lambda: list(store.glob("runs/*/checkpoints/checkpoint-2/_COMPLETE")), 300, "a checkpoint"
-    )
+    store = ArtifactStore(f"s3://{BUCKET}/vanished")
+    parameters = {"run": {"recipe": recipe, "artifacts": store.root_uri, "seed": 9}}
+    run = run_deployment(SEEDED_REMOTE, parameters=parameters, timeout=0)
+    wait_for(lambda: _complete_steps(store), 300, "a checkpoint", 1)
     flow_process = flow_run_pid(run.id)
-    worker = server.processes["worker-local"]
+    worker = server.processes["machine-a"]
     os.killpg(worker.pid, signal.SIGKILL)  # the machine goes: its worker and its flow run
     with contextlib.suppress(ProcessLookupError):
         os.kill(flow_process, signal.SIGKILL)
     worker.wait()
+    kept = _complete_steps(store)[-1]
     assert _read(run.id).state.is_running()  # nobody left to say otherwise
     crashed = _final(run.id, timeout=ZOMBIE_AFTER_S + 120)
     assert crashed.state.is_crashed()
     assert f"no heartbeat for {ZOMBIE_AFTER_S} s" in crashed.state.message
-    server.start_worker("local")
+    _start_remote_worker(server, "machine-b", tmp_path)
     resumed = wait_for(lambda: successor(run.id), 120, "the resumed run")
     done = _final(resumed.id)
     assert done.state.is_completed(), done.state.message
-    assert ArtifactStore(store).read_json(handoff_path(resumed.id))["global_step"] == 20
+    assert ArtifactStore(store.root_uri).read_json(handoff_path(resumed.id))["global_step"] == 20
+    logs = wait_for(
+        lambda: (
+            "resuming at step " in (text := _logs([resumed.id, *subflow_ids(resumed.id)])) and text
+        ),
+        30,
+        "the resumed run's log of where it resumed",
+    )
+    assert int(logs.split("resuming at step ")[1].split()[0].rstrip(",")) >= kept
+    assert _submitted_by(server, "machine-b", resumed.id)
+
+
+def _complete_steps(store: ArtifactStore) -> list[int]:
+    """The steps of the complete checkpoints of the store's one training run."""
+    runs = store.listdir("runs") if store.exists("runs") else []
+    return sorted(
+        int(name.split("-")[1])
+        for run in runs
+        if store.exists(f"runs/{run}/checkpoints")
+        for name in store.listdir(f"runs/{run}/checkpoints")
+        if store.is_complete(f"runs/{run}/checkpoints/{name}")
+    )

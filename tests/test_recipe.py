@@ -84,6 +84,8 @@ def test_gpu_smol_follows_cpu_smol_in_the_v42_shape() -> None:
     assert gpu.sft.task_mix == cpu.sft.task_mix
     # ...dealt alike: unbalanced, SmolLM2 never flagged a product or seller problem.
     assert gpu.sft.balance_issues == cpu.sft.balance_issues
+    # Its seeds share the one GPU, all at once: the shape its step times were measured in.
+    assert gpu.processes == len(gpu.seeds)
 
 
 def test_default_proportions_are_the_seeds() -> None:

@@ -118,3 +118,31 @@ def _use_endpoint(endpoint: str) -> None:
 def _run_folder(store: ArtifactStore) -> str:
     (run,) = store.listdir("runs")
     return Path(run).name
+
+
+def test_two_processes_fetching_one_artifact_at_once_share_one_copy(s3, tmp_path) -> None:
+    """Two seeds on one machine read the base model from the store at the same moment: the one
+    that finishes second finds the other's copy in place of its own (in a shared folder, renaming
+    onto it fails), and uses it."""
+    store = ArtifactStore(f"s3://{BUCKET}/shared-fetch")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "weights.bin").write_bytes(b"weights")
+    store.put_dir(tmp_path / "model", "base")
+    cache = tmp_path / "cache"
+    fetch = store.fs.get
+    others = []
+
+    def fetched_beside_another(source, staging, **kwargs):
+        fetch(source, staging, **kwargs)
+        if not others:
+            others.append(None)
+            others[0] = store.local_dir("base", cache)  # the other process, done first
+
+    store.fs.get = fetched_beside_another
+    try:
+        folder = store.local_dir("base", cache)
+    finally:
+        store.fs.get = fetch
+    assert folder == others[0]
+    assert (folder / "weights.bin").read_bytes() == b"weights"
+    assert [p.name for p in (cache / "tucano-store-cache").iterdir()] == [folder.name]

@@ -8,6 +8,7 @@ and GRPO here; evaluation, export and analyze, which need a trained store, in te
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -328,3 +329,126 @@ def test_seeds_side_by_side_stop_within_the_grace_period_with_their_last_step_ke
         assert int(said[1]) >= 1
         assert (Path(said[2]) / f"checkpoint-{said[1]}" / COMPLETE_MARKER).is_file()
     assert output.count("abandoned, the newest checkpoint kept") == 2, output[-3000:]
+
+
+# Enough steps for three interruptions to land in training, a checkpoint after every step.
+RESUMED_RECIPE = {
+    **RESUME_RECIPE,
+    "name": "resumed_side_by_side",
+    "seeds": [7, 8],
+    "processes": 2,
+    "training": {**RESUME_RECIPE["training"], "max_steps": 24, "save_steps": 1, "eval_steps": 8},
+}
+
+
+def _newest_checkpoints(artifacts: Path) -> dict[str, int]:
+    """Each training run's newest complete checkpoint step, by run folder."""
+    newest: dict[str, int] = {}
+    for marker in artifacts.glob(f"runs/*/checkpoints/checkpoint-*/{COMPLETE_MARKER}"):
+        run, step = marker.parents[2].name, int(marker.parent.name.split("-")[1])
+        newest[run] = max(step, newest.get(run, 0))
+    return newest
+
+
+def _both_seeds_past(run: PipelineRun, artifacts: Path, before: dict[str, int]) -> None:
+    """Wait until both seeds' runs have a checkpoint newer than `before`'s, or have finished
+    (one seed can draw ahead of the other), one of them still training."""
+    deadline = time.monotonic() + 300
+    while True:
+        now = _newest_checkpoints(artifacts)
+        done = {name for name in now if (artifacts / "runs" / name / "record.json").exists()}
+        moved = [name in done or step > before.get(name, 0) for name, step in now.items()]
+        if len(now) == 2 and all(moved) and len(done) < 2:
+            return
+        assert run.process.poll() is None, f"the run ended first:\n{run.output[-3000:]}"
+        assert time.monotonic() < deadline, f"no new checkpoints: {now}\n{run.output[-3000:]}"
+        time.sleep(0.1)
+
+
+def _child_training(run: PipelineRun) -> tuple[int, int]:
+    """A side-by-side child training a seed, and its seed."""
+    for pid in run.its_processes():
+        command = _command_line(pid)
+        if "flows.side_by_side" in command and (seed := re.search(r'"seed": (\d+)', command)):
+            return pid, int(seed[1])
+    raise AssertionError(f"no child trains a seed: {run.its_processes()}")
+
+
+def _report(artifacts: Path) -> dict:
+    """The report, less each adapter's fingerprint: the digest of its folder, whose config names
+    the base model by its path in the store (and lists the LoRA modules in a set's order), so
+    one adapter has another fingerprint in another store; its weights are compared apart."""
+    (report,) = artifacts.glob("reports/*/report.json")
+    report = json.loads(report.read_text())
+    for adapter in report["adapters"]:
+        del adapter["fingerprint"]
+    return report
+
+
+def _final_adapters(artifacts: Path) -> dict[str, bytes]:
+    return {
+        path.parents[1].name: path.read_bytes()
+        for path in artifacts.glob("runs/*/final/adapter_model.safetensors")
+    }
+
+
+@pytest.mark.usefixtures("prefect_api")
+def test_a_side_by_side_run_stopped_every_way_resumes_to_the_uninterrupted_report(
+    tmp_path: Path,
+) -> None:
+    """Seeds side by side, stopped by SIGTERM, then by a child's SIGKILL (the OOM killer), then by
+    the parent's SIGKILL with its children left behind: each time every process ends within the
+    grace period, and the same command, run again after all three, ends with the very report and
+    adapters of a run never interrupted."""
+    (tmp_path / "reference").mkdir()
+    reference = PipelineRun(tmp_path / "reference", None, recipe=RESUMED_RECIPE)
+    try:
+        assert reference.process.wait(timeout=600) == 0, reference.output[-3000:]
+    finally:
+        reference.end()
+
+    folder = tmp_path / "interrupted"
+    folder.mkdir()
+    artifacts = folder / "artifacts"
+
+    def again() -> PipelineRun:
+        return PipelineRun(folder, None, recipe=RESUMED_RECIPE, artifacts=artifacts)
+
+    run = again()
+    try:
+        _both_seeds_past(run, artifacts, {})
+        run.its_processes()
+        run.stop(signal.SIGTERM, kept=re.escape(GENERIC_STOP.format(artifacts)))
+    finally:
+        run.end()
+
+    run = again()
+    try:
+        _both_seeds_past(run, artifacts, _newest_checkpoints(artifacts))
+        child, seed = _child_training(run)
+        _terminate(run, lambda: os.kill(child, signal.SIGKILL))
+        assert run.process.returncode == 1, run.output[-3000:]
+        said = re.search(rf"seed={seed}\) ended with exit status -9", run.output)
+        assert said, run.output[-3000:]
+        assert run.left_after(seconds=5) == []
+    finally:
+        run.end()
+
+    run = again()
+    try:
+        _both_seeds_past(run, artifacts, _newest_checkpoints(artifacts))
+        run.its_processes()
+        run.process.kill()  # the parent alone: its children learn it from the kernel
+        run.process.wait()
+        assert run.left_after(seconds=EXIT_BOUND_S) == []
+    finally:
+        run.end()
+
+    run = again()
+    try:
+        assert run.process.wait(timeout=600) == 0, run.output[-3000:]
+    finally:
+        run.end()
+    assert "resuming at step " in run.output
+    assert _report(artifacts) == _report(reference.artifacts)
+    assert _final_adapters(artifacts) == _final_adapters(reference.artifacts)

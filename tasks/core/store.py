@@ -191,7 +191,14 @@ class ArtifactStore:
             self.fs.get(self.path(rel) + "/", str(staging) + "/", recursive=True)
             (staging / COMPLETE_MARKER).unlink(missing_ok=True)
             staging.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging, target)
+            try:
+                os.replace(staging, target)
+            except OSError:
+                # Another process on this machine (a seed beside this one) fetched the same
+                # digest first: its copy is this one.
+                if not target.is_dir():
+                    raise
+                shutil.rmtree(staging)
         return target
 
 
