@@ -74,9 +74,9 @@ from tasks.core import signals
 signals.STOP_DEADLINE_S = 1.0
 with signals.handled():
     end_with_parent()
-    print("training", flush=True)
     try:
         with signals.deferred():
+            print("training", flush=True)  # in the step: a signal now is deferred
             time.sleep(60)
     except signals.Stopped as stopped:
         print(stopped, flush=True)
@@ -112,7 +112,10 @@ def test_a_child_whose_parent_is_killed_stops_as_on_sigterm() -> None:
         assert line, "the child ended before training"
     parent.kill()
     parent.wait()
-    # The child's stdout is the parent's pipe, which closes when the child ends.
+    # The child's stdout is the parent's pipe, which closes as the child ends.
     said = parent.stdout.read()
+    deadline = time.monotonic() + 10
+    while _running(child) and time.monotonic() < deadline:  # the exit after the pipe closed
+        time.sleep(0.05)
     assert not _running(child), "the child outlived its parent"
     assert "stopped by SIGTERM" in said
