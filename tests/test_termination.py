@@ -295,12 +295,12 @@ SIDE_BY_SIDE_RECIPE = {
 }
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_seeds_side_by_side_stop_within_the_grace_period_with_their_last_step_kept(
-    tmp_path: Path, prefect_home: Path, monkeypatch: pytest.MonkeyPatch, signum: int
+    tmp_path: Path, prefect_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both seeds in a step that would not end for minutes: the signal to the run's group ends
-    every process within the bound, each seed's newest checkpoint complete and named."""
+    """Both seeds in a step that would not end for minutes: SIGTERM to the run's group ends
+    every process within the bound, each seed's newest checkpoint complete and named. (Ctrl-C to
+    a side-by-side run: the next test.)"""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(PAUSED_LOSS.replace("{at}", str(PAUSE_AT_CALL)))
@@ -315,7 +315,7 @@ def test_seeds_side_by_side_stop_within_the_grace_period_with_their_last_step_ke
             time.sleep(0.2)
         run.its_processes()
         started = time.monotonic()
-        run.stop(signum, kept=re.escape(GENERIC_STOP.format(run.artifacts)))
+        run.stop(signal.SIGTERM, kept=re.escape(GENERIC_STOP.format(run.artifacts)))
         assert time.monotonic() - started < EXIT_BOUND_S
     finally:
         run.end()
@@ -396,10 +396,10 @@ def _final_adapters(artifacts: Path) -> dict[str, bytes]:
 def test_a_side_by_side_run_stopped_every_way_resumes_to_the_uninterrupted_report(
     tmp_path: Path,
 ) -> None:
-    """Seeds side by side, stopped by SIGTERM, then by a child's SIGKILL (the OOM killer), then by
-    the parent's SIGKILL with its children left behind: each time every process ends within the
-    grace period, and the same command, run again after all three, ends with the very report and
-    adapters of a run never interrupted."""
+    """Seeds side by side, stopped by Ctrl-C (the children get SIGTERM from the parent), then by a
+    child's SIGKILL (the OOM killer), then by the parent's SIGKILL with its children left behind:
+    each time every process ends within the grace period, and the same command, run again after
+    all three, ends with the very report and adapters of a run never interrupted."""
     (tmp_path / "reference").mkdir()
     reference = PipelineRun(tmp_path / "reference", None, recipe=RESUMED_RECIPE)
     try:
@@ -418,7 +418,7 @@ def test_a_side_by_side_run_stopped_every_way_resumes_to_the_uninterrupted_repor
     try:
         _both_seeds_past(run, artifacts, {})
         run.its_processes()
-        run.stop(signal.SIGTERM, kept=re.escape(GENERIC_STOP.format(artifacts)))
+        run.stop(signal.SIGINT, kept=re.escape(GENERIC_STOP.format(artifacts)))
     finally:
         run.end()
 
