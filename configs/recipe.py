@@ -1,7 +1,7 @@
 """The recipe: one YAML file that states a whole run, validated before anything runs.
 
 Every model forbids unknown keys, so a typo in a recipe is an error that names the field
-instead of a silently ignored setting (the seed lost a run to a default it never saw).
+instead of a silently ignored setting (the V4.2 reports lost a run to a default they never saw).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class DataConfig(_Strict):
         description="Share of each task in the train prompts.",
     )
     eval_per_task: dict[Task, int] = Field(
-        # The seed's 65 stratified eval prompts had 15-20 per task.
+        # V4.2's 65 stratified eval prompts had 15-20 per task.
         default_factory=lambda: {"extraction": 20, "sql_qa": 15, "insights": 15, "push": 15},
         description="Eval prompts per task; their sum is the eval split size.",
     )
@@ -217,7 +217,7 @@ class TaskWeightingConfig(_Strict):
     """MT-GRPO's improvement-aware task weighting (tasks/training/task_weighting.py)."""
 
     enabled: bool = Field(
-        False, description="Move weight to tasks whose reward stagnates; off = the seed's sum."
+        False, description="Move weight to tasks whose reward stagnates; off = V4.2's sum."
     )
     eta: float = Field(5.0, ge=0, description="How hard stagnation pulls weight.")
     window: int = Field(5, gt=0, description="Logging steps per improvement window.")
@@ -257,7 +257,7 @@ class TrainingConfig(_Strict):
     cpu_bf16: bool = Field(False, description=CPU_BF16_HELP)
     gradient_checkpointing: bool = Field(True, description=GRADIENT_CHECKPOINTING_HELP)
     learning_rate: float = Field(5e-6, gt=0, description="GRPO's peak learning rate.")
-    # Constant after warm-up: the seed's cosine schedule had decayed to ~0 by step 130 of 600.
+    # Constant after warm-up: V4.2's cosine schedule had decayed to ~0 by step 130 of 600.
     lr_scheduler_type: str = Field(
         "constant_with_warmup",
         description="transformers' scheduler name; the default holds the rate after warm-up.",
@@ -427,8 +427,8 @@ class TrainingConfig(_Strict):
         description="Drop zero-variance prompt groups and refill the batch.",
     )
     logging_steps: int = Field(1, gt=0, description="Steps between logged metrics.")
-    # TRL's entropy bonus, the seed investigation's first fix for entropy collapse (Skywork-OR1's
-    # adaptive control; "MAGIC" used 5e-3). Off by default, as in the seed's V4.2 run.
+    # TRL's entropy bonus, the V4.2 investigation's first fix for entropy collapse (Skywork-OR1's
+    # adaptive control; "MAGIC" used 5e-3). Off by default, as in V4.2's run.
     entropy_coef: float = Field(
         0.0, ge=0, description="Entropy bonus in the loss; the initial one when adaptive."
     )
@@ -554,8 +554,8 @@ class SftConfig(_Strict):
 
 
 class EvalConfig(_Strict):
-    # The seed compared models at temperature 0.1; greedy (do_sample false) is the stricter option.
-    temperature: float = Field(0.1, gt=0, description="Sampling temperature (the seed's 0.1).")
+    # V4.2 compared models at temperature 0.1; greedy (do_sample false) is the stricter option.
+    temperature: float = Field(0.1, gt=0, description="Sampling temperature (V4.2's 0.1).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling (top-k is off).")
     do_sample: bool = Field(True, description="Sample; false = greedy decoding.")
     before_sft: bool = Field(
@@ -624,7 +624,7 @@ class MonitoringConfig(_Strict):
     moved by `eval_margin`; any failed check is a drift."""
 
     floor: float = Field(
-        0.50, ge=0, le=1, description="Lowest acceptable mean reward (the seed's plan: 0.50)."
+        0.50, ge=0, le=1, description="Lowest acceptable mean reward (V4.2's plan: 0.50)."
     )
     drop_test: bool = Field(
         True, description="Also test for a significant drop below the champion's eval rewards."

@@ -1,9 +1,8 @@
-"""Write the command-line reference page from `tucano`'s own argument parser (flows/cli.py).
+"""The command-line reference page, from `tucano`'s own argument parser (flows/cli.py).
 
-mkdocs-gen-files runs this file at every `mkdocs build` (mkdocs.yml, plugins: gen-files), as it
-runs gen_recipe_reference.py: the page is made from the parser the command uses, so an option
-added, removed or given another default shows on the next build. `python docs/gen_cli_reference.py`
-prints the page instead; tests/test_docs.py calls `reference_page()` directly.
+The page is made from the parser the command uses, so an option added, removed or given another
+default shows once `docs/generate.py` rewrites docs/cli-reference.md (tests/test_docs.py fails
+until it has).
 """
 
 from __future__ import annotations
@@ -71,7 +70,8 @@ def _cell(text: str) -> str:
 def command_section(name: str, summary: str, parser: argparse.ArgumentParser) -> str:
     summary = _cell(summary)
     lines = [f"## tucano {name} {{#{name}}}", "", f"{summary[:1].upper()}{summary[1:]}.", ""]
-    lines += ["```", synopsis(name, parser), "```", ""]
+    # A synopsis, not a command to copy: its brackets are no shell.
+    lines += ["```text", synopsis(name, parser), "```", ""]
     lines += ["| option | default | what it is |", "| --- | --- | --- |"]
     for action in options(parser):
         flags = ", ".join(f"`{flag}`" for flag in action.option_strings)
@@ -94,7 +94,7 @@ def reference_page() -> str:
         "# Command-line reference",
         "",
         "Every `tucano` subcommand, its options and their defaults, generated from the argument",
-        "parser `tucano` itself uses (`flows/cli.py`) at build time (`docs/gen_cli_reference.py`).",
+        "parser `tucano` itself uses (`flows/cli.py`) by `docs/generate.py`.",
         "`tucano` is installed into `.venv/bin/`; `tucano SUBCOMMAND --help` prints the same.",
         "How the commands fit together, what they print and how they fail:",
         "[the command line](cli.md).",
@@ -106,12 +106,3 @@ def reference_page() -> str:
     ]
     sections = [command_section(name, summary, sub) for name, summary, sub in commands]
     return "\n".join(header) + "\n" + "\n".join(sections)
-
-
-if __name__ == "<run_path>":  # run by mkdocs-gen-files
-    import mkdocs_gen_files
-
-    with mkdocs_gen_files.open(PAGE, "w") as page:
-        page.write(reference_page())
-elif __name__ == "__main__":
-    print(reference_page())

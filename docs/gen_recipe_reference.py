@@ -1,10 +1,8 @@
-"""Write the recipe reference page from the pydantic models in configs/recipe.py.
+"""The recipe reference page, from the pydantic models in configs/recipe.py.
 
-mkdocs-gen-files runs this file at every `mkdocs build` (mkdocs.yml, plugins: gen-files), so the
-page is made from the code itself and cannot drift from it: one table per model, in the order the
-models appear in the file, with every field's type, default, bounds and description.
-`python docs/gen_recipe_reference.py` prints the page instead; tests/test_docs.py calls
-`reference_page()` directly.
+The page is made from the code itself, so it cannot drift from it: one table per model, in the
+order the models appear in the file, with every field's type, default, bounds and description.
+`docs/generate.py` writes it to docs/recipe-reference.md (tests/test_docs.py fails until it has).
 """
 
 from __future__ import annotations
@@ -140,20 +138,11 @@ def reference_page() -> str:
         "# Recipe reference",
         "",
         "Every field of every model in `configs/recipe.py`, in the order of the file, generated",
-        "from the pydantic models at build time (`docs/gen_recipe_reference.py`). A recipe is a",
-        "YAML file of these fields (`configs/*.yaml`); every model forbids unknown keys, so a",
+        "from the pydantic models by `docs/generate.py`. A recipe is a YAML file of these",
+        "fields (`configs/*.yaml`); every model forbids unknown keys, so a",
         "misspelt field is an error that names it. Defaults are written as a recipe would write",
         "them; a model-valued default is that model's own defaults.",
         "",
     ]
     sections = [model_section(model, paths.get(model)) for model in recipe_models(recipe)]
     return "\n".join(header) + "\n" + "\n".join(sections)
-
-
-if __name__ == "<run_path>":  # run by mkdocs-gen-files
-    import mkdocs_gen_files
-
-    with mkdocs_gen_files.open(PAGE, "w") as page:
-        page.write(reference_page())
-elif __name__ == "__main__":
-    print(reference_page())

@@ -1,13 +1,13 @@
-"""Write the Results page from the recorded runs in docs/results/*.json, and the recorded
-figures into the manual's pages where they name them.
+"""The Results page, from the recorded runs in docs/results/*.json, and the recorded figures the
+manual's pages quote.
 
 A run is recorded by `docs/results.py record` from its own store (date, commit, machine, how it
-was run, wall time, each stage's seconds, the report's verdict and tables). mkdocs-gen-files runs
-this file at every `mkdocs build` (mkdocs.yml, plugins: gen-files): every number on the Results
-page comes from a record, none is typed. A manual page that quotes a recorded figure (how long
-the default run takes, its report's tables) holds a marker instead of the figure,
-`<!-- result:cpu_smol:wall -->`, which the build replaces with the record's value: the page and
-the record cannot disagree. `python docs/gen_results.py` prints the Results page instead.
+was run, wall time, each stage's seconds, the report's verdict and tables); `docs/generate.py`
+writes the page and the figures from the records: every number on the Results page comes from a
+record, none is typed. A manual page that quotes a recorded figure (how long the default run
+takes, its report's tables) holds it between markers,
+`<!-- result:cpu_smol:wall -->43 min 7 s<!-- /result -->`, which `fill` rewrites from the
+record: the page and the record cannot disagree, and the figure reads in the repository too.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from tasks.core.progress import duration  # noqa: E402
 PAGE = "results.md"
 RESULTS = ROOT / "docs" / "results"
 DEFAULT_RECIPE = "cpu_smol"
-# <!-- result:RECIPE:FIELD -->, FIELD one of FIELDS below.
-MARKER = re.compile(r"<!-- result:([\w-]+):([\w ]+) -->")
+# <!-- result:RECIPE:FIELD -->VALUE<!-- /result -->, FIELD one of FIELDS below; a VALUE of
+# several lines (a table) stands between markers on lines of their own.
+MARKER = re.compile(r"(<!-- result:([\w-]+):([\w ]+) -->)(.*?)(<!-- /result -->)", re.DOTALL)
 
 
 def records() -> list[dict[str, Any]]:
@@ -191,8 +192,8 @@ def results_page() -> str:
     header = [
         "# Results",
         "",
-        "The recorded runs of the shipped recipes, one section a recipe, generated at build time",
-        "from `docs/results/<recipe>.json` (`docs/gen_results.py`); no number here is typed. A",
+        "The recorded runs of the shipped recipes, one section a recipe, written by",
+        "`docs/generate.py` from `docs/results/<recipe>.json`; no number here is typed. A",
         "record is written from a finished run's own store by `docs/results.py record`, with the",
         "machine, the commit and the wall time of the command that ran it; the README's report",
         "block is written from the default recipe's record the same way. What changed between",
@@ -241,23 +242,10 @@ def fill(text: str) -> str:
     recorded = {r["recipe"]: r for r in records()}
 
     def value(match: re.Match[str]) -> str:
-        recipe, field = match.group(1), match.group(2)
+        opening, recipe, field, old, closing = match.groups()
         if recipe not in recorded or field not in FIELDS:
-            raise KeyError(f"{match.group(0)}: no record of {recipe!r} or no field {field!r}")
-        return FIELDS[field](recorded[recipe])
+            raise KeyError(f"{opening}: no record of {recipe!r} or no field {field!r}")
+        new = FIELDS[field](recorded[recipe])
+        return opening + (f"\n\n{new}\n\n" if old.startswith("\n") else new) + closing
 
     return MARKER.sub(value, text)
-
-
-if __name__ == "<run_path>":  # run by mkdocs-gen-files
-    import mkdocs_gen_files
-
-    with mkdocs_gen_files.open(PAGE, "w") as page:
-        page.write(results_page())
-    for path in sorted((ROOT / "docs").rglob("*.md")):
-        text = path.read_text(encoding="utf-8")
-        if MARKER.search(text):
-            with mkdocs_gen_files.open(path.relative_to(ROOT / "docs").as_posix(), "w") as page:
-                page.write(fill(text))
-elif __name__ == "__main__":
-    print(results_page())

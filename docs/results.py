@@ -9,6 +9,7 @@ two differ).
     .venv/bin/python docs/results.py record --store artifacts --wall 1800 \\
         --machine "the 2-core CPU machine, otherwise idle" --how "make pipeline, fresh clone"
     .venv/bin/python docs/results.py readme
+    .venv/bin/python docs/generate.py    # the Results page and the pages' recorded figures
 """
 
 from __future__ import annotations
@@ -205,10 +206,13 @@ def example_caption(example: dict[str, Any]) -> str:
         else f"What the SFT model answered (reward {sft['reward']:.2f}) and what seed {seed} "
         f"answers after GRPO ({tuned['reward']:.2f})"
     )
+    # The seed best on extraction may have kept its start while the others moved: what is said
+    # of it is said of it alone.
     picked = (
-        "every seed kept the SFT model: its answers to them are the SFT model's word for word"
+        "the seed best on extraction, which kept the SFT model: its answers to them are the SFT "
+        "model's word for word"
         if example["unchanged"] == example["complaints"]
-        else f"the seed that gained most on extraction; {example['unchanged']} of its "
+        else f"the seed best on extraction; {example['unchanged']} of its "
         f"{example['complaints']} answers to them are the SFT model's word for word"
     )
     return (

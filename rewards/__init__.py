@@ -12,7 +12,7 @@ parameters name. Two rules hold for every task, so that no model learns to loop:
 
 For
 TRL there are two sets of batch adapters (`completions, **dataset_columns -> list[float | None]`,
-None for other tasks' rows so TRL ignores them): one total per task, for the seed's summed
+None for other tasks' rows so TRL ignores them): one total per task, for V4.2's summed
 reward, and one function per named component, for GDPO (TRL's
 multi_objective_aggregation="normalize_then_sum" normalizes each function within its group
 before summing). A row is routed by its `task` column, never by guessing from the text (the
@@ -193,7 +193,7 @@ def _batch_adapter(
 def trl_reward_functions(
     database: str | None = None, budget: TokenBudget | None = None
 ) -> list[RewardFunction]:
-    """One total per task (the seed's summed reward). `database`: the Olist SQLite copy;
+    """One total per task (V4.2's summed reward). `database`: the Olist SQLite copy;
     `budget`: how to tell a cut rollout (without it, none counts as cut)."""
     return [
         _batch_adapter(task, f"{task}_reward", database, budget, lambda result: result.total)

@@ -1,7 +1,7 @@
 """Guessing the task of an untyped completion, for scoring production logs only.
 
 Pipeline rows carry their task and are never classified. This guess looks at form, not at
-keywords: the seed's classifier sent insights about "reengajamento" to the push reward because
+keywords: V4.2's classifier sent insights about "reengajamento" to the push reward because
 the word appeared in its push keyword list, and 500-word analyses were scored against 120
 characters.
 """

@@ -1,8 +1,8 @@
 """Review -> 10-field JSON, judged on what it says about the review, not only on its shape.
 
 A constant answer ("positivo", no issue, low churn risk) is valid JSON with every field typed
-right, and the seed's rule paid it 0.80 on a one-star "não recebi meu produto". Here the form is
-worth W_FORMAT (the seed's parts inside it: JSON validity 0.30, or 0.20 when only json-repair could
+right, and V4.2's rule paid it 0.80 on a one-star "não recebi meu produto". Here the form is
+worth W_FORMAT (V4.2's parts inside it: JSON validity 0.30, or 0.20 when only json-repair could
 read it; schema completeness 0.30; typed values 0.40), and the judgement the rest:
 
 - sentiment against the stars, W_SENTIMENT (at least the whole form's weight): 1-2 stars
@@ -22,7 +22,7 @@ The judgement parts are earned in proportion to the fields present: an object cu
 fields has judged four fields, not ten. Without the stars (a log line with no context) only the
 form can be judged, and it is the whole score.
 
-Typed checks are strict: an integer is never a bool (the seed's bare isinstance(v, int) let True
+Typed checks are strict: an integer is never a bool (V4.2's bare isinstance(v, int) let True
 pass) and a boolean is a real JSON boolean, not the field's name echoed back as a string (what the
 base model did).
 """
@@ -61,7 +61,7 @@ FIELDS: dict[str, str] = {
     "summary": "uma frase curta em português resumindo a avaliação",
 }
 
-# Inside the form: the seed's parts; words around the object cost a little of the JSON part.
+# Inside the form: V4.2's parts; words around the object cost a little of the JSON part.
 W_JSON, W_JSON_REPAIRED, W_SCHEMA, W_VALUES = 0.30, 0.20, 0.30, 0.40
 CHAT_COST = 0.10
 # A summary that could belong to any review weighs as much as what the stars imply.

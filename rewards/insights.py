@@ -1,6 +1,6 @@
 """Data summary -> strategic analysis, judged on whether what it says of the data is true.
 
-The seed's V4.2.1 rule judged the form only: action words 0.40 (three distinct for full credit),
+V4.2.1's rule judged the form only: action words 0.40 (three distinct for full credit),
 length 100-800 characters 0.30 (a ramp below 100 and a decay to zero at 1,600 above 800),
 structure marks 0.20 (bullets, numbered items, headers: two for full credit), domain mention
 0.10. It paid an analysis that names the wrong group as the most delayed as much as the right

@@ -1,4 +1,4 @@
-"""Context -> push notification of at most 120 characters. The seed's V4.2.1 rule, made to pay
+"""Context -> push notification of at most 120 characters. V4.2.1's rule, made to pay
 for one sendable notification.
 
 Length 0.50 up to 120 characters, decaying steeply to zero at 200 (the V4.2.1 hotfix: before it,

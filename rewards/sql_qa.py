@@ -1,6 +1,6 @@
 """Business question -> SQL + explanation: does the SQL run, and does it answer the question?
 
-The seed's four tiers judged only how an answer looks; a 0.5B model learned to look like SQL.
+V4.2's four tiers judged only how an answer looks; a 0.5B model learned to look like SQL.
 Here the query is executed in the sandbox against the pipeline's SQLite copy of the Olist tables,
 and the largest share of credit goes to a result that matches the gold answer:
 
@@ -83,7 +83,7 @@ MAX_SELECT_TO_FROM = 4_000
 # number at all: rewards/numbers.py).
 _NOT_A_RESULT = re.compile(r"\d+\s*[ºª°]|(?<=\d)\s*(?:de|/)\s*5\b(?![.,]?\d)")
 
-# The seed's hotfix grew this list from 10 to 30 words after the audit showed SQL answers in good
+# V4.2's hotfix grew this list from 10 to 30 words after the audit showed SQL answers in good
 # Portuguese scoring as off-topic. Stems, matched on accent-folded words.
 DOMAIN_STEMS = (
     "pedido", "cliente", "venda", "vendedor", "produto", "categori", "entrega", "frete",

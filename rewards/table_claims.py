@@ -138,7 +138,7 @@ TARGET_REACH = 2
 RANGE_REACH = 5
 # Words that make the number after them a target or a change, not a statement of the data.
 TARGET_WORDS = ("para", "ate", "meta", "abaixo", "acima", "menos", "mais", "em", "reduzir")
-# "Recomendo", "revisar": the words of a recommendation (the seed's list); a sentence with one
+# "Recomendo", "revisar": the words of a recommendation (V4.2's list); a sentence with one
 # asks for something, and its numbers may be targets.
 ACTION_STEMS = (
     "recomend",
@@ -165,7 +165,7 @@ ACTION_STEMS = (
     "acompanh",
     "trein",
     "lanc",
-    # The verbs of a plan beyond the seed's: "renegociar o SLA", "trocar a transportadora".
+    # The verbs of a plan beyond the V4.2 reports': "renegociar o SLA", "trocar a transportadora".
     "renegoci",
     "trocar",
     "troque",

@@ -19,6 +19,7 @@ from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
 
+from . import durations
 from .isolation import LeftoverProcesses
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -86,6 +87,23 @@ def small_training_inputs(store: ArtifactStore) -> tuple[PreparedData, BaseModel
     return data, base
 
 
+def complete_checkpoints(store: ArtifactStore) -> dict[str, list[int]]:
+    """Each training run's complete checkpoints in `store`, by run folder: their steps, oldest
+    first (a run that has written none yet is not there)."""
+    found: dict[str, list[int]] = {}
+    for run in store.listdir("runs") if store.exists("runs") else []:
+        folder = f"runs/{run}/checkpoints"
+        if store.exists(folder):
+            steps = [n for n in store.listdir(folder) if store.is_complete(f"{folder}/{n}")]
+            found[run] = sorted(int(name.split("-")[1]) for name in steps)
+    return found
+
+
+def all_complete_steps(store: ArtifactStore) -> list[int]:
+    """The steps of every complete checkpoint in `store` (of its one training run, say)."""
+    return sorted(step for steps in complete_checkpoints(store).values() for step in steps)
+
+
 @pytest.fixture(scope="session")
 def prefect_api():
     """A real (temporary, SQLite) Prefect server for the tests that run flows."""
@@ -95,8 +113,13 @@ def prefect_api():
         yield
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    durations.add_option(parser)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(LeftoverProcesses(config), "tucano-leftover-processes")
+    durations.register(config)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -109,16 +132,22 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The order xdist hands out work. With `--dist loadscope` a module is one unit, run by one
     worker (its module-scoped server or pipeline run is set up once), and the next unit goes to
-    whichever worker is free: the modules with a slow test go first, so the longest work (the
-    deployments' server and training runs, the SIGKILL/resume runs, the pipeline runs) starts at
-    once instead of being left for the end. A module's tests keep their order. (Not
+    whichever worker is free: the longest modules go first (their times in a full run,
+    tests/durations.json; one not measured yet goes first when it has a slow test), so the
+    longest work (the SIGKILL/resume runs, the deployments' server and training runs, the real
+    model) starts at once and the short modules fill the workers' ends: when the slow modules
+    merely went first, in file order, one worker drew two of the three longest and ran alone for
+    the last six minutes of a 19-minute suite. A module's tests keep their order. (Not
     `--dist loadgroup`: pytest-xdist 3.8 marks a group by renaming `item._nodeid`, which pytest 9
     no longer reads, so its groups are silently split.)"""
     modules: dict[Path, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.path, []).append(item)
+    measured = durations.recorded()
     ordered = sorted(
-        modules.values(), key=lambda tests: not any(t.get_closest_marker("slow") for t in tests)
+        modules.values(),
+        key=lambda tests: durations.expected_seconds(tests, measured),
+        reverse=True,
     )
     items[:] = [item for tests in ordered for item in tests]
 

@@ -41,7 +41,7 @@ from flows.deploy import (
 from flows.fanout import RESUME_TAG, handoff_path, successor
 from tasks.core.store import ArtifactStore
 
-from .conftest import REPO_ROOT, SHIPPED_DATA
+from .conftest import REPO_ROOT, SHIPPED_DATA, all_complete_steps
 from .servers import (
     flow_run_pid,
     git_remote,
@@ -341,14 +341,14 @@ def test_a_run_whose_machine_vanished_is_resumed_by_another_machine(server, tmp_
     store = ArtifactStore(f"s3://{BUCKET}/vanished")
     parameters = {"run": {"recipe": recipe, "artifacts": store.root_uri, "seed": 9}}
     run = run_deployment(SEEDED_REMOTE, parameters=parameters, timeout=0)
-    wait_for(lambda: _complete_steps(store), 300, "a checkpoint", 1)
+    wait_for(lambda: all_complete_steps(store), 300, "a checkpoint", 1)
     flow_process = flow_run_pid(run.id)
     worker = server.processes["machine-a"]
     os.killpg(worker.pid, signal.SIGKILL)  # the machine goes: its worker and its flow run
     with contextlib.suppress(ProcessLookupError):
         os.kill(flow_process, signal.SIGKILL)
     worker.wait()
-    kept = _complete_steps(store)[-1]
+    kept = all_complete_steps(store)[-1]
     assert _read(run.id).state.is_running()  # nobody left to say otherwise
     crashed = _final(run.id, timeout=ZOMBIE_AFTER_S + 120)
     assert crashed.state.is_crashed()
@@ -367,15 +367,3 @@ def test_a_run_whose_machine_vanished_is_resumed_by_another_machine(server, tmp_
     )
     assert int(logs.split("resuming at step ")[1].split()[0].rstrip(",")) >= kept
     assert _submitted_by(server, "machine-b", resumed.id)
-
-
-def _complete_steps(store: ArtifactStore) -> list[int]:
-    """The steps of the complete checkpoints of the store's one training run."""
-    runs = store.listdir("runs") if store.exists("runs") else []
-    return sorted(
-        int(name.split("-")[1])
-        for run in runs
-        if store.exists(f"runs/{run}/checkpoints")
-        for name in store.listdir(f"runs/{run}/checkpoints")
-        if store.is_complete(f"runs/{run}/checkpoints/{name}")
-    )

@@ -1,7 +1,8 @@
-"""The documentation cannot drift from the code: the recipe reference page, generated at build time
-by docs/gen_recipe_reference.py, names every field of every pydantic model in configs/recipe.py
-with its default, and every field has a description to show. The models are found by walking the
-module, so a model or a field added without a description fails here. The README stays a page."""
+"""The documentation cannot drift from the code: the recipe reference page (written by
+docs/generate.py from docs/gen_recipe_reference.py) names every field of every pydantic model in
+configs/recipe.py with its default, and every field has a description to show. The models are
+found by walking the module, so a model or a field added without a description fails here. The
+generated pages in the repository are what the scripts write. The README stays a page."""
 
 from __future__ import annotations
 
@@ -147,6 +148,11 @@ def test_the_example_is_the_best_seed_s_middle_complaint(tmp_path: Path) -> None
     assert "what seed 7 answers after GRPO (0.70)" in results.example_caption(example)
     example["tuned"]["answer"] = example["sft"]["answer"]
     assert "word for word the same" in results.example_caption(example)
+    # The seed shown kept its start: that is said of it, not of every seed (seed 3 moved).
+    example["unchanged"] = example["complaints"]
+    caption = results.example_caption(example)
+    assert "the seed best on extraction, which kept the SFT model" in caption
+    assert "every seed" not in caption
 
 
 def test_the_cli_reference_has_every_subcommand_and_option_with_its_default() -> None:
@@ -188,7 +194,7 @@ def test_the_cli_reference_has_every_subcommand_and_option_with_its_default() ->
 _COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 # The record: the changelog says what changed when; Results and the README's block are written
 # from the recorded runs, which name their commit.
-RECORD_PAGES = {"changelog.md"}
+RECORD_PAGES = {"changelog.md", "results.md"}
 
 
 def _manual_pages() -> list[Path]:
@@ -252,18 +258,41 @@ def test_the_manual_quotes_recorded_figures_through_markers() -> None:
 
 
 @pytest.mark.parametrize("page", _marked_pages(), ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_every_result_marker_names_a_record(page: Path) -> None:
+def test_every_result_marker_holds_its_record_s_figure(page: Path) -> None:
     gen = _docs_script("gen_results")
-    filled = gen.fill(page.read_text(encoding="utf-8"))
-    assert not gen.MARKER.search(filled)
+    text = page.read_text(encoding="utf-8")
     record = json.loads((gen.RESULTS / "cpu_smol.json").read_text(encoding="utf-8"))
-    if "<!-- result:cpu_smol:wall -->" in page.read_text(encoding="utf-8"):
-        assert gen.duration(record["wall_seconds"]) in filled
+    wall = f"<!-- result:cpu_smol:wall -->{gen.duration(record['wall_seconds'])}<!-- /result -->"
+    assert "<!-- result:cpu_smol:wall -->" not in text or wall in text
+    assert gen.fill(text) == text, f"{page.relative_to(ROOT)}: run docs/generate.py"
 
 
-def test_a_marker_no_record_holds_is_an_error() -> None:
+def test_a_marker_is_filled_from_its_record_and_one_no_record_holds_is_an_error() -> None:
     gen = _docs_script("gen_results")
+    record = json.loads((gen.RESULTS / "cpu_smol.json").read_text(encoding="utf-8"))
+    inline = "took <!-- result:cpu_smol:wall -->an hour<!-- /result --> here"
+    wall = gen.duration(record["wall_seconds"])
+    assert gen.fill(inline) == f"took <!-- result:cpu_smol:wall -->{wall}<!-- /result --> here"
+    block = gen.fill("<!-- result:cpu_smol:stage times -->\nold\n<!-- /result -->")
+    assert block == (
+        f"<!-- result:cpu_smol:stage times -->\n\n{gen.stage_times(record)}\n\n<!-- /result -->"
+    )
     with pytest.raises(KeyError, match="no record"):
-        gen.fill("<!-- result:cpu_smol:wal -->")
+        gen.fill("<!-- result:cpu_smol:wal --><!-- /result -->")
     with pytest.raises(KeyError, match="no record"):
-        gen.fill("<!-- result:gpu_smol:wall -->")
+        gen.fill("<!-- result:gpu_smol:wall --><!-- /result -->")
+
+
+@pytest.mark.parametrize(
+    "page",
+    sorted(_docs_script("generate").generated().items()),
+    ids=lambda item: item[0].relative_to(ROOT).as_posix(),
+)
+def test_every_generated_page_in_the_repository_is_current(page: tuple[Path, str]) -> None:
+    """The references, Results and the recorded figures are committed as the scripts write them:
+    a recipe field, an option or a record changed without `docs/generate.py` fails here."""
+    path, text = page
+    assert path.read_text(encoding="utf-8") == text, (
+        f"{path.relative_to(ROOT)} is not what the code and the records say: "
+        "run `.venv/bin/python docs/generate.py`"
+    )

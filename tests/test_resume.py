@@ -17,7 +17,7 @@ import yaml
 
 from tasks.core.store import ArtifactStore
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, all_complete_steps
 
 pytestmark = pytest.mark.slow
 
@@ -77,18 +77,9 @@ def _finish(process: subprocess.Popen) -> str:
     return output
 
 
-def _complete_checkpoints(store: ArtifactStore) -> list[int]:
-    steps = []
-    for run in store.listdir("runs"):
-        for name in store.listdir(f"runs/{run}/checkpoints"):
-            if store.is_complete(f"runs/{run}/checkpoints/{name}"):
-                steps.append(int(name.split("-")[1]))
-    return sorted(steps)
-
-
 def _wait_for_checkpoint(process: subprocess.Popen, store: ArtifactStore, after: int = 0) -> None:
     deadline = time.monotonic() + 300
-    while not [step for step in _complete_checkpoints(store) if step > after]:
+    while not [step for step in all_complete_steps(store) if step > after]:
         assert process.poll() is None, process.stdout.read()[-3000:]
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.05)
@@ -113,7 +104,7 @@ def test_a_stopped_run_resumes_twice_and_matches_an_uninterrupted_run(tmp_path: 
     output, _ = process.communicate(timeout=300)
     assert process.returncode == 143, output[-3000:]
     terminated_at = int(STEP_LINE.findall(output)[-1])
-    assert _complete_checkpoints(interrupted)[-1] == terminated_at < MAX_STEPS
+    assert all_complete_steps(interrupted)[-1] == terminated_at < MAX_STEPS
 
     # The resumed run, killed without a word (SIGKILL: OOM, a VM gone) after its next checkpoint.
     process = _start(tmp_path, tmp_path / "interrupted")
@@ -121,7 +112,7 @@ def test_a_stopped_run_resumes_twice_and_matches_an_uninterrupted_run(tmp_path: 
     process.send_signal(signal.SIGKILL)
     output, _ = process.communicate()
     assert f"resuming at step {terminated_at}" in output
-    killed_at = _complete_checkpoints(interrupted)[-1]
+    killed_at = all_complete_steps(interrupted)[-1]
     assert terminated_at < killed_at < MAX_STEPS, "the run finished before it could be killed"
     assert not interrupted.exists(f"runs/{interrupted.listdir('runs')[0]}/final")
 

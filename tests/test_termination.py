@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.core.store import COMPLETE_MARKER
+from tasks.core.store import COMPLETE_MARKER, ArtifactStore
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, complete_checkpoints
 from .servers import BIN, descendants, process_table, still_alive
 from .test_resume import RECIPE as RESUME_RECIPE
 
@@ -343,11 +343,8 @@ RESUMED_RECIPE = {
 
 def _newest_checkpoints(artifacts: Path) -> dict[str, int]:
     """Each training run's newest complete checkpoint step, by run folder."""
-    newest: dict[str, int] = {}
-    for marker in artifacts.glob(f"runs/*/checkpoints/checkpoint-*/{COMPLETE_MARKER}"):
-        run, step = marker.parents[2].name, int(marker.parent.name.split("-")[1])
-        newest[run] = max(step, newest.get(run, 0))
-    return newest
+    found = complete_checkpoints(ArtifactStore(artifacts))
+    return {run: steps[-1] for run, steps in found.items() if steps}
 
 
 def _both_seeds_past(run: PipelineRun, artifacts: Path, before: dict[str, int]) -> None:

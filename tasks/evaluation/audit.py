@@ -5,7 +5,7 @@ the shipped audit set (data/audit/audit.jsonl) must reach the recipe's threshold
 answers to one input that a person orders (data/audit/pairs.jsonl: a constant judgement and a
 right one, a looping answer and the same answer ended, ...) must be ordered the same way by the
 reward, in at least the recipe's share of pairs. (3) Probes (tasks/evaluation/probes.py): one small
-case per bug class the seed reports hit, and per way a reward can pay for shape instead of
+case per bug class the V4.2 reports hit, and per way a reward can pay for shape instead of
 substance, each asserting the reward's behaviour directly; a probe that raises is broken.
 """
 

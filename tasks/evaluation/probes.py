@@ -1,4 +1,4 @@
-"""The audit gate's probes: one small case per bug class the seed reports hit and per way a
+"""The audit gate's probes: one small case per bug class the V4.2 reports hit and per way a
 reward can pay for shape instead of substance, each a named function that asserts the reward's
 behaviour directly. A probe that raises is broken, not passed and not a caught rule: the gate
 reports it as broken and fails (tests/test_reward_rules.py removes each rule and checks that its

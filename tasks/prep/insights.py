@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache, partial
 from typing import Any
 
 import pandas as pd
@@ -91,10 +92,10 @@ class Slice:
     label: str
 
 
-def _summary(title: str, orders: pd.DataFrame, by: str, label: str) -> Slice | None:
+def _summary(title: str, orders: pd.DataFrame, by: str, label: str) -> Slice:
+    """The slice's orders that have a `by`, grouped by it (`_summarisable` holds for them)."""
+    orders = orders.dropna(subset=[by])
     table = _metrics(orders, by)
-    if len(table) < MIN_GROUPS_PER_SUMMARY:
-        return None
     start, end = orders["order_purchase_timestamp"].min(), orders["order_purchase_timestamp"].max()
     text = (
         f"Resumo de dados: {title}\n"
@@ -131,8 +132,20 @@ FIRST_KEYS = {
 }
 
 
-def _slices(orders: pd.DataFrame) -> Iterator[tuple[str, Slice | None]]:
-    """(slice key, summary) for every slice of the data and every way it is grouped."""
+def _summarisable(orders: pd.DataFrame, by: str) -> bool:
+    """Whether `_summary` gives a table, told from the group sizes alone."""
+    sizes = orders[by].value_counts()
+    return int((sizes >= MIN_ORDERS_PER_GROUP).sum()) >= MIN_GROUPS_PER_SUMMARY
+
+
+# A slice's summary, computed on first call and kept.
+Summary = Callable[[], Slice]
+
+
+def _slices(orders: pd.DataFrame) -> Iterator[tuple[str, Summary]]:
+    """(slice key, its summary still to compute) for every slice of the data and every way it is
+    grouped that gives a summary. A prep asks for a few of some 400 summaries, and computing one
+    costs milliseconds where telling whether it exists costs a tenth of that."""
     orders = orders.assign(
         mes=orders["order_purchase_timestamp"].dt.strftime("%Y-%m"),
         pagamento=orders["payment_type"].map(lambda kind: PAYMENTS_PT.get(kind, kind)),
@@ -152,12 +165,12 @@ def _slices(orders: pd.DataFrame) -> Iterator[tuple[str, Slice | None]]:
         for name, where, group in groups:
             for grouping in SLICE_GROUPINGS[kind]:
                 title, column, label = GROUPINGS[grouping]
-                if group[column].isna().all():
+                if not _summarisable(group, column):
                     continue
                 key = f"{kind}-{grouping}"
                 yield (
                     f"{FIRST_KEYS.get(key, key)}:{name}",
-                    _summary(f"{title} {where}", group.dropna(subset=[column]), column, label),
+                    cache(partial(_summary, f"{title} {where}", group, column, label)),
                 )
 
 
@@ -169,12 +182,12 @@ def insights_prompts(
     view with each order's seller state and payment type (tasks/prep/orders.py). Each summary is
     asked with one focus before any is asked with a second, so a split holds as many distinct
     summaries as it has prompts, where the data has them."""
-    slices = [(key, summary) for key, summary in _slices(orders) if summary is not None]
+    slices = list(_slices(orders))
     rng.shuffle(slices)
     eval_slices, train_slices = partition(slices, lambda item: item[0], eval_share)
     focuses = list(FOCUSES)
 
-    def pool(sliced: list[tuple[str, Slice]]) -> list[tuple[str, Slice, str]]:
+    def pool(sliced: list[tuple[str, Summary]]) -> list[tuple[str, Summary, str]]:
         """Every (slice, focus), each slice's focuses in a drawn order, slices taken round by
         round: the first len(sliced) prompts are distinct summaries."""
         orders_of = {key: rng.sample(focuses, len(focuses)) for key, _ in sliced}
@@ -192,7 +205,8 @@ def insights_prompts(
         what = f"insights prompts ({len(FOCUSES)} per data summary)"
         require(len(drawn), needed, side=side, task="insights", what=what)
 
-    def row(key: str, summary: Slice, focus: str) -> dict[str, Any]:
+    def row(key: str, summarise: Summary, focus: str) -> dict[str, Any]:
+        summary = summarise()
         return prompt_row(
             prompt_id=f"insights-{key}-{focuses.index(focus)}",
             task="insights",

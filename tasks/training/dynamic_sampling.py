@@ -1,7 +1,7 @@
 """Dynamic sampling (DAPO; verl, NeMo RL and OpenRLHF have it, TRL does not).
 
 A prompt group whose completions all get the same reward has zero advantage: it costs a full
-generation and teaches nothing (the seed's V1 run had frac_reward_zero_std = 1.0 on every step).
+generation and teaches nothing (V1 of the reports had frac_reward_zero_std = 1.0 on every step).
 This trainer drops such groups after scoring and refills the batch with groups generated for new
 prompts, up to `max_refills` extra generation rounds; if the batch is still short it is topped up
 with dropped groups, which keep the batch shape and add no gradient. The refill prompts come from

@@ -1,6 +1,6 @@
 """When to stop GRPO, and which step was best: early stopping and the entropy-collapse guard.
 
-The seed's V4.2 run peaked at step 1,100 and collapsed by 1,500 (entropy fell, reward crashed):
+V4.2's run peaked at step 1,100 and collapsed by 1,500 (entropy fell, reward crashed):
 without early stopping the post-collapse model would have shipped. Each periodic eval reports the
 held-out reward and the policy's entropy; these rules keep the best step, stop after `patience`
 evals without improvement, and stop when entropy stays below a fraction of its first value for

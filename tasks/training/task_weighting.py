@@ -1,7 +1,7 @@
 """Dynamic task weighting: MT-GRPO's improvement-aware weight update (IWU), pure Python.
 
 Averaging rewards over tasks lets easy tasks that keep improving carry the gradient while a
-stagnating task starves (the seed's push task). IWU moves weight toward the tasks whose mean
+stagnating task starves (V4.2's push task). IWU moves weight toward the tasks whose mean
 reward stopped improving: each logging step the trainer hands in each task's mean reward; the
 improvement of a task is the mean of its last `window` rewards minus the mean of the `window`
 before; weights are multiplied by exp(-eta * improvement), floored at `min_weight` and

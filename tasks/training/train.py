@@ -1,7 +1,7 @@
 """Step 3: GRPO with TRL's GRPOTrainer and a PEFT LoRA adapter, one seed per call.
 
 Generation settings always come from the recipe and are passed to TRL explicitly: a model's own
-generation_config.json (temperature 0.1 in the seed's first run) never decides how rollouts sample.
+generation_config.json (temperature 0.1 in V4.2's first run) never decides how rollouts sample.
 Checkpoints go into the artifact store as they are saved, each complete or invisible.
 """
 
@@ -128,7 +128,7 @@ def grpo_config(
 def reward_functions(
     training: TrainingConfig, database: str, tokenizer: Any
 ) -> list[RewardFunction]:
-    """GDPO (per-component normalisation) needs the components as separate functions; the seed's
+    """GDPO (per-component normalisation) needs the components as separate functions; V4.2's
     summed reward needs one total per task. A rollout cut at max_completion_length is scored as
     cut, as evaluation scores it. Extraction's also logs how the sentiments read the stars and how
     many stated problems the answers flag."""
