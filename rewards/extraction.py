@@ -76,8 +76,8 @@ OPPOSITE_KEEPS = 0.35
 MISSED_KEEPS = 0.6
 # A problem the review rules out (an order on time, "chegou antes do prazo") and the answer
 # reports is a false alarm, and costs what a miss does: so a flag pays only where the review more
-# likely states the problem than rules it out. Cheaper, it was the way round the miss: GRPO on
-# SmolLM2 flagged delivery on 79 of 80 eval reviews (CHANGELOG.md).
+# likely states the problem than rules it out. Cheaper, it is the way round the miss: a flag raised
+# on every review (CHANGELOG.md, "The runs behind the reward rules").
 INVENTED_KEEPS = MISSED_KEEPS
 COMPONENTS = (
     "json", "schema", "values", "sentiment", "evidence", "gold", "opposite", "missed", "invented",

@@ -33,8 +33,8 @@ STATED, IMPLIED, SILENT = 3.0, 1.0, 0.5
 ISSUES = ("delivery_issue", "product_issue", "seller_issue")
 # A customer whose words praise the purchase and name no problem had none with the product or the
 # seller (a delivery is ruled out only by what is said of it, or by the order's dates). Were such
-# a flag silence, it would cost next to nothing (0.97 of 1.00), and GRPO on SmolLM2 flagged a
-# seller problem on 53 of 80 eval reviews to catch the 10 that state one (CHANGELOG.md).
+# a flag silence, it would cost next to nothing, and GRPO learns to raise it on every review to
+# catch the few that state one (CHANGELOG.md, "The runs behind the reward rules").
 RULED_OUT_BY_PRAISE = ("product_issue", "seller_issue")
 
 # An order that never came is told many ways ("Cadê meu pedido?", "Produto não entregue",

@@ -51,8 +51,7 @@ def situation(order: pd.Series) -> str:
 def over_situations(orders: pd.DataFrame, count: int) -> pd.DataFrame:
     """`count` of the orders (in their drawn order), taken a situation at a time in turn, so each
     objective's situation is as present as the data allows: most orders are delivered to a happy
-    customer, and taken as drawn they left the other situations' objectives a handful of prompts
-    (16 of 20 eval pushes were the two happy-customer ones)."""
+    customer, and taken as drawn they left the other situations' objectives a handful of prompts."""
     kinds = orders.apply(situation, axis=1)
     queues = [list(orders.index[kinds == kind]) for kind in OBJECTIVES]
     picked: list[Any] = []

@@ -1,12 +1,11 @@
 """The order GRPO meets its train prompts in: every step a cross-section of the train split.
 
-A step of four reviews drawn at random is often all one star group. GRPO then pays, on every
-prompt of the update, for the sentiment that group calls for, and a 135M model learns that as a
-bias for every review, not as a reading of this one: SmolLM2's seed 42 met a step of mostly
-five-star reviews and answered half the one- and two-star held-out reviews "positivo" two steps
-later (CHANGELOG.md). Dealt to target shares of the strata (task, star group), each step
-holds each stratum about as often as its share, and what one review pays toward a sentiment the
-next pays back where the stars say otherwise.
+A step of four reviews drawn at random is often all one star group. GRPO then pays, on every prompt
+of the update, for the sentiment that group calls for, and a 135M model learns that as a bias for
+every review, not as a reading of this one (CHANGELOG.md, "The runs behind the default recipe",
+`training.prompt_order`). Dealt to target shares of the strata (task, star group), each step holds
+each stratum about as often as its share, and what one review pays toward a sentiment the next pays
+back where the stars say otherwise.
 
 With `stated_share`, reviews whose words state a problem (a delivery, product or seller issue
 the reward reads as stated) are a stratum of their own with that share of their task's prompts:

@@ -1,17 +1,17 @@
 """How the held-out answers' sentiment reads the reviews' stars, and how many of the problems the
 customers wrote down they flag, logged with every eval.
 
-The held-out reward can rise while the policy says one sentiment to every review: seed 456 of a
-cpu_smol run learned "negativo" for all (0 of 25 four- and five-star eval reviews), and its
-held-out reward rose 0.650 → 0.688 because 9 of its 16 held-out reviews had one or two stars.
-Each scored batch logs, through TRL's `log_metric`, how many extraction answers on 1-2 and on 4-5
-star reviews say the sentiment the stars call for; the stop rules keep no step whose agreement is
-below the start's (stopping.py). The measure is the monitor's (tasks/production/checks.py): the
-mean of the two groups' shares, so a constant answer reads 50% whatever the mix.
+The held-out reward can rise while the policy says one sentiment to every review, where most
+held-out reviews are of the stars that sentiment suits (CHANGELOG.md, "The runs behind the training
+code"). Each scored batch logs, through TRL's `log_metric`, how many extraction answers on 1-2 and
+on 4-5 star reviews say the sentiment the stars call for; the stop rules keep no step whose
+agreement is below the start's (stopping.py). The measure is the monitor's
+(tasks/production/checks.py): the mean of the two groups' shares, so a constant answer reads 50%
+whatever the mix.
 
-The issue flags can swing the same way: three seeds of cpu_smol's runs turned the delivery flag
-off for every review (1, 2 and 20 of 120 eval reviews flagged, the SFT model 81) while their
-held-out reward rose, and each was judged significantly worse than its start. So each batch also
+The issue flags can swing the same way: a delivery flag turned off for every review while the
+held-out reward rises, judged significantly worse than its start on the eval split. So each batch
+also
 logs the problems the reward's reading finds stated in the reviews (rewards/review_evidence.py)
 and how many of them the answers flag; and the problems it finds ruled out, and how many the
 answers flag all the same: a flag turned on for every complaint flags more of the stated problems

@@ -148,12 +148,10 @@ def split_heldout(
     a task's reviews, from the end, each star group (1-2, 3, 4-5) and within it the reviews that
     state a problem and those that do not (prompt_order.stratum) in its share of the task's
     reviews, as the eval split holds them (one hash deals both). The adapter kept is the one the
-    held-out reward chose, and the verdict is the eval split's. Held out a third per star group,
-    cpu_smol's 16 reviews were 5 of 1-2 stars and 5 of 3 (the eval split's 120: 64 and 9), and
-    the delivery flag turned on for the one- and two-star reviews of the references, +0.137 on
-    the eval split, gained 0.031 on them; drawn in the star groups' shares alone, 3 of their 9
-    unhappy reviews stated a delivery problem and it scored -0.008. A sentiment said to every
-    review is the stop rules' to refuse (stopping.py), whatever the mix. A train prompt on the
+    held-out reward chose, and the verdict is the eval split's: held out in other shares, the
+    two disagree on which step is better (the runs: CHANGELOG.md, "The runs behind the default
+    recipe", `training.heldout_prompts`). A sentiment said to every review is the stop rules' to
+    refuse (stopping.py), whatever the mix. A train prompt on the
     same input as a held-out one (its data summary, its review: `source`) is not trained on
     either: a summary is asked with up to five focuses, and a table trained under one focus
     answers its held-out twin from memory, which the eval split's unseen tables cannot."""

@@ -2,9 +2,9 @@
 is not kept.
 
 A LoRA adapter on every linear layer changes what the model writes for every task, not only the
-ones its rewards see. Seed 456 of the tiny default trained extraction, kept its step 40 (held-out
-extraction 0.656 -> 0.674) and made insights significantly worse on the eval split (0.714 ->
-0.612, Holm p 0.0015), a task its held-out prompts never asked. With `untrained_heldout_prompts`
+ones its rewards see: a step chosen for a gain on the trained task can make another task
+significantly worse on the eval split, one its held-out prompts never ask (CHANGELOG.md, "The
+runs behind the training code"). With `untrained_heldout_prompts`
 set, each held-out eval also answers that many train prompts of each task the run leaves alone,
 as evaluation answers (its generation and scoring code, `heldout_temperature`, the same draws at
 every eval, from a random stream of its own so training's is untouched), and logs each task's mean
