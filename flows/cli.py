@@ -9,6 +9,7 @@ import logging
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,105 +31,166 @@ def _context_keys() -> str:
     return "\n".join(lines)
 
 
+# Which shared options a subcommand takes: none, the recipe and the store (--config,
+# --artifacts), or those and the run's data (--data).
+NO_SHARED, STORE, DATA = "none", "store", "data"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A `tucano` subcommand: its help, its shared options and its own (flag, argparse settings),
+    and an epilog printed as written."""
+
+    name: str
+    help: str
+    shared: str
+    options: tuple[tuple[str, dict[str, Any]], ...] = ()
+    epilog: Callable[[], str] | None = None
+
+
+MODEL_OPTION = (
+    "--model",
+    {
+        "default": "champion",
+        "help": "champion (default; analyze: the latest pipeline run's starting model while none "
+        "is promoted), seed-N (of the latest pipeline run), an adapter folder, or a model folder "
+        "`tucano export` wrote",
+    },
+)
+COMMANDS = (
+    Command(
+        "score",
+        "score production outputs (JSONL) with the rewards; no Prefect run",
+        NO_SHARED,
+        (
+            (
+                "--config",
+                {
+                    "default": str(DEFAULT_RECIPE),
+                    "help": "YAML recipe whose monitoring: thresholds judge the extraction answers",
+                },
+            ),
+            (
+                "--input",
+                {"required": True, "help": "JSONL: task, completion, context (and truncated)"},
+            ),
+            ("--output", {"help": "JSONL with total and components (default: stdout)"}),
+            (
+                "--database",
+                {"help": "SQLite copy of the Olist tables for SQL (default: the shipped data)"},
+            ),
+        ),
+        epilog=_context_keys,
+    ),
+    Command(
+        "deploy",
+        "register work pools, deployments and automations on the Prefect server "
+        "(PREFECT_API_URL); idempotent",
+        NO_SHARED,
+        (
+            ("--gpu-image", {"help": "container image for the l4-gpu pool (with --gcp-region)"}),
+            ("--gcp-region", {"help": "Vertex AI region, e.g. us-central1"}),
+            (
+                "--git-repository",
+                {
+                    "help": "git URL the remote pool's workers clone the code from, e.g. "
+                    "https://git.example.com/acme/tucano-commerce.git (registers the -remote "
+                    "deployments)"
+                },
+            ),
+            (
+                "--git-branch",
+                {"default": "main", "help": "branch the remote workers clone (default main)"},
+            ),
+            (
+                "--zombie-after",
+                {
+                    "type": int,
+                    "default": 90,
+                    "help": "seconds without a heartbeat before a training run counts as crashed "
+                    "(default 90)",
+                },
+            ),
+        ),
+    ),
+    # export reads its model from the store alone: no data to name.
+    Command(
+        "export",
+        "the champion (or --model) merged into plain weights, with a card",
+        STORE,
+        (MODEL_OPTION, ("--to", {"required": True, "help": "folder or s3:// URI to write"})),
+    ),
+    Command(
+        "analyze",
+        "the champion (or --model) reads new reviews; drift starts a retraining",
+        DATA,
+        (
+            MODEL_OPTION,
+            ("--output", {"required": True, "help": "JSONL file of the rows"}),
+            ("--limit", {"type": int, "help": "at most this many new reviews"}),
+        ),
+    ),
+    Command(
+        "pipeline", "the whole DAG: data, audit, train every seed, eval, compare, report", DATA
+    ),
+    Command("data", "step 1: prepare the prompt sets and the SQLite database", DATA),
+    # The audit reads the shipped audit set and database, no data of the run's.
+    Command("audit", "step 2: the reward audit gate", STORE),
+    Command("sft", "step 3a: supervised fine-tuning on the reference answers (recipe sft:)", DATA),
+    Command(
+        "train",
+        "step 3: GRPO training of one seed",
+        DATA,
+        (("--seed", {"type": int, "required": True}),),
+    ),
+    Command("eval", "step 4: evaluate the base model and every seed's tuned model", DATA),
+    Command(
+        "compare",
+        "steps 5-6: Wilcoxon comparison and report",
+        DATA,
+        tuple(
+            (
+                f"--{side}-eval",
+                {"help": "with the other one: compare two saved evaluations (eval rows JSONL)"},
+            )
+            for side in ("base", "candidate")
+        ),
+    ),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The `tucano` command line: also read by the docs (the generated CLI reference, the check
-    that every documented command parses)."""
+    """The `tucano` command line, one subparser per entry of `COMMANDS`: also read by the docs
+    (the generated CLI reference, the check that every documented command parses)."""
     from flows.pipeline import DEFAULT_ARTIFACTS, DEFAULT_DATA
 
-    store_options = argparse.ArgumentParser(add_help=False)
-    store_options.add_argument(
-        "--config", default=str(DEFAULT_RECIPE), help="YAML recipe (configs/)"
-    )
-    store_options.add_argument(
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument("--config", default=str(DEFAULT_RECIPE), help="YAML recipe (configs/)")
+    store.add_argument(
         "--artifacts",
         default=DEFAULT_ARTIFACTS,
         help="artifact store: a folder or s3://bucket/prefix",
     )
-    # export reads its model from the store alone: no data to name.
-    common = argparse.ArgumentParser(add_help=False, parents=[store_options])
-    common.add_argument(
+    data = argparse.ArgumentParser(add_help=False, parents=[store])
+    data.add_argument(
         "--data", default=DEFAULT_DATA, help="folder with the Olist CSVs (local or s3://)"
     )
+    shared = {NO_SHARED: [], STORE: [store], DATA: [data]}
     parser = argparse.ArgumentParser(
         prog="tucano", description="GRPO for a Brazilian e-commerce analyst, with proof."
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    scoring = commands.add_parser(
-        "score",
-        help="score production outputs (JSONL) with the rewards; no Prefect run",
-        epilog=_context_keys(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    scoring.add_argument(
-        "--config",
-        default=str(DEFAULT_RECIPE),
-        help="YAML recipe whose monitoring: thresholds judge the extraction answers",
-    )
-    scoring.add_argument(
-        "--input", required=True, help="JSONL: task, completion, context (and truncated)"
-    )
-    scoring.add_argument("--output", help="JSONL with total and components (default: stdout)")
-    scoring.add_argument(
-        "--database", help="SQLite copy of the Olist tables for SQL (default: the shipped data)"
-    )
-    deploying = commands.add_parser(
-        "deploy",
-        help="register work pools, deployments and automations on the Prefect server "
-        "(PREFECT_API_URL); idempotent",
-    )
-    deploying.add_argument(
-        "--gpu-image", help="container image for the l4-gpu pool (with --gcp-region)"
-    )
-    deploying.add_argument("--gcp-region", help="Vertex AI region, e.g. us-central1")
-    deploying.add_argument(
-        "--git-repository",
-        help="git URL the remote pool's workers clone the code from, e.g. "
-        "https://git.example.com/acme/tucano-commerce.git (registers the -remote deployments)",
-    )
-    deploying.add_argument(
-        "--git-branch", default="main", help="branch the remote workers clone (default main)"
-    )
-    deploying.add_argument(
-        "--zombie-after",
-        type=int,
-        default=90,
-        help="seconds without a heartbeat before a training run counts as crashed (default 90)",
-    )
-    for name, help_text in (
-        ("export", "the champion (or --model) merged into plain weights, with a card"),
-        ("analyze", "the champion (or --model) reads new reviews; drift starts a retraining"),
-        ("pipeline", "the whole DAG: data, audit, train every seed, eval, compare, report"),
-        ("data", "step 1: prepare the prompt sets and the SQLite database"),
-        ("audit", "step 2: the reward audit gate"),
-        ("sft", "step 3a: supervised fine-tuning on the reference answers (recipe sft:)"),
-        ("train", "step 3: GRPO training of one seed"),
-        ("eval", "step 4: evaluate the base model and every seed's tuned model"),
-        ("compare", "steps 5-6: Wilcoxon comparison and report"),
-    ):
-        # The audit reads the shipped audit set and database, no data of the run's.
-        parents = [store_options if name in ("export", "audit") else common]
-        command = commands.add_parser(name, parents=parents, help=help_text)
-        if name == "train":
-            command.add_argument("--seed", type=int, required=True)
-        if name in ("export", "analyze"):
-            command.add_argument(
-                "--model",
-                default="champion",
-                help="champion (default; analyze: the latest pipeline run's starting model "
-                "while none is promoted), seed-N (of the latest pipeline run), an adapter folder, "
-                "or a model folder `tucano export` wrote",
-            )
-        if name == "export":
-            command.add_argument("--to", required=True, help="folder or s3:// URI to write")
-        if name == "analyze":
-            command.add_argument("--output", required=True, help="JSONL file of the rows")
-            command.add_argument("--limit", type=int, help="at most this many new reviews")
-        if name == "compare":
-            for side in ("base", "candidate"):
-                command.add_argument(
-                    f"--{side}-eval",
-                    help="with the other one: compare two saved evaluations (eval rows JSONL)",
-                )
+    subcommands = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        printed_as_written = (
+            {"epilog": command.epilog(), "formatter_class": argparse.RawDescriptionHelpFormatter}
+            if command.epilog
+            else {}
+        )
+        subparser = subcommands.add_parser(
+            command.name, parents=shared[command.shared], help=command.help, **printed_as_written
+        )
+        for flag, settings in command.options:
+            subparser.add_argument(flag, **settings)
     return parser
 
 

@@ -104,6 +104,13 @@ def all_complete_steps(store: ArtifactStore) -> list[int]:
     return sorted(step for steps in complete_checkpoints(store).values() for step in steps)
 
 
+@pytest.fixture(scope="module")
+def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Prefect home for a module's runs that start a temporary server of their own: its
+    database is set up once (seconds a run)."""
+    return tmp_path_factory.mktemp("prefect-home")
+
+
 @pytest.fixture(scope="session")
 def prefect_api():
     """A real (temporary, SQLite) Prefect server for the tests that run flows."""

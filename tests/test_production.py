@@ -33,8 +33,8 @@ from tasks.training.model import load_model_and_tokenizer
 from tasks.training.train import training_records
 
 from .conftest import REPO_ROOT, SHIPPED_DATA, small_training_inputs
+from .pipeline_runs import GENERIC_STOP, PipelineRun
 from .test_pipeline import SMALL_RECIPE
-from .test_termination import GENERIC_STOP, PipelineRun
 
 PROMPT = [{"role": "user", "content": "Produto chegou quebrado, quero meu dinheiro de volta."}]
 

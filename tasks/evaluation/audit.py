@@ -19,7 +19,6 @@ from typing import Any
 
 from prefect import task
 from prefect.artifacts import create_table_artifact
-from scipy.stats import spearmanr
 
 from configs.recipe import AuditConfig
 from rewards import TASKS, score
@@ -103,6 +102,10 @@ def audit_rewards(
     pairs: Path = AUDIT_PAIRS,
 ) -> AuditResult:
     """Score the audit set and the pairs (SQL runs against `database`) and run the probes."""
+    # Here, not at the top: every command imports this module, and scipy.stats takes as long to
+    # import as the rest of it.
+    from scipy.stats import spearmanr
+
     rows = load_audit_set(audit_set)
     per_task: dict[str, dict[str, Any]] = {}
     for task_name in TASKS:

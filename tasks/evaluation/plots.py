@@ -5,19 +5,26 @@ from __future__ import annotations
 import io
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; no display on workers or CI
-
-import matplotlib.pyplot as plt
-
 from rewards import TASKS
 from tasks.evaluation.stats import PairedTest
 
 BASE_COLOR, TUNED_COLOR = "#8c8c8c", "#1f77b4"
 
 
+def _subplots(*args: Any, **kwargs: Any) -> Any:
+    """pyplot's figure and axes, drawn to files only (no display on workers or CI). matplotlib
+    is imported here, at the first plot: every command imports this module, few of them plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
 def _png(figure: Any) -> bytes:
+    import matplotlib.pyplot as plt
+
     buffer = io.BytesIO()
     figure.tight_layout()
     figure.savefig(buffer, format="png", dpi=110)
@@ -28,7 +35,7 @@ def _png(figure: Any) -> bytes:
 def base_vs_tuned(pooled: dict[str, PairedTest]) -> bytes:
     """Mean score per task; the tuned bar's whisker is the 95% CI of the mean difference."""
     tasks = [task for task in (*TASKS, "overall") if task in pooled]
-    figure, axis = plt.subplots(figsize=(7, 3.6))
+    figure, axis = _subplots(figsize=(7, 3.6))
     positions = range(len(tasks))
     base = [pooled[t].base_mean for t in tasks]
     tuned = [pooled[t].tuned_mean for t in tasks]
@@ -51,7 +58,7 @@ def base_vs_tuned(pooled: dict[str, PairedTest]) -> bytes:
 
 def score_distributions(base_rows: list[dict], tuned_rows: list[dict]) -> bytes:
     """Per task, the spread of per-prompt scores, base beside tuned."""
-    figure, axes = plt.subplots(1, len(TASKS), figsize=(10, 3.2), sharey=True)
+    figure, axes = _subplots(1, len(TASKS), figsize=(10, 3.2), sharey=True)
     for axis, task in zip(axes, TASKS, strict=True):
         data = [
             [row["total"] for row in rows if row["task"] == task]
@@ -65,7 +72,7 @@ def score_distributions(base_rows: list[dict], tuned_rows: list[dict]) -> bytes:
 
 def training_curves(histories: dict[int, list[dict[str, Any]]]) -> bytes:
     """Train reward and entropy per step, and held-out eval reward, one line per seed."""
-    figure, axes = plt.subplots(1, 3, figsize=(11, 3.2))
+    figure, axes = _subplots(1, 3, figsize=(11, 3.2))
     for seed, history in sorted(histories.items()):
         train = [entry for entry in history if "reward" in entry]
         evals = [entry for entry in history if "eval_reward" in entry]

@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy.stats import rankdata, wilcoxon
 
 from rewards import TASKS
 
@@ -110,6 +109,8 @@ def scipy_auto_method(differences: np.ndarray) -> str:
 def rank_biserial(differences: np.ndarray) -> float:
     """Matched-pairs rank-biserial correlation: (W+ - W-) / (W+ + W-), zeros dropped as in the
     test; +1 when every nonzero pair improved, -1 when every one got worse."""
+    from scipy.stats import rankdata  # imported when used: see signed_rank
+
     nonzero = differences[differences != 0]
     if len(nonzero) == 0:
         return 0.0
@@ -182,6 +183,10 @@ def _one_sided_tests(differences: np.ndarray, n_nonzero: int, alpha: float) -> d
 def signed_rank(differences: np.ndarray, alternative: str) -> Any:
     """The one-sided Wilcoxon signed-rank test of the verdict ("greater": the tuned model
     better), scipy's result: the report's and the power calculation's (benchmarks/eval_power.py)."""
+    # Here, not at the top: every command imports this module, and scipy.stats takes longer to
+    # import than the rest of the command line.
+    from scipy.stats import wilcoxon
+
     return wilcoxon(differences, alternative=alternative, zero_method=ZERO_METHOD)
 
 

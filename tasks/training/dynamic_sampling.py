@@ -7,7 +7,9 @@ prompts, up to `max_refills` extra generation rounds; if the batch is still shor
 with dropped groups, which keep the batch shape and add no gradient. The refill prompts come from
 a seeded stream over the train set whose position is saved in every checkpoint, so a resumed run
 draws the same prompts as an uninterrupted one. Its base, which every GRPO run of the project
-uses, logs the share of groups that tie by the same test.
+uses, logs the share of groups that tie by the same test, and shuffles each epoch's prompts as a
+function of the epoch, so that a run resumed past its first epoch takes them in an uninterrupted
+run's order.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler
 
 from tasks.training.prompt_order import stratified_stream
 from tasks.training.run_callbacks import checkpoint_dir
@@ -142,11 +145,37 @@ class SaveStreamPosition(TrainerCallback):
         )
 
 
+class EpochSeededSampler(RepeatSampler):
+    """TRL's sampler, its shuffle a function of the epoch. TRL seeds its generator once and draws
+    a permutation at each epoch's start, so a run resumed past its first epoch drew the first
+    epoch's order again, and from its first step on trained on other prompts than the run it
+    resumed. The trainer calls `set_epoch` at each epoch's start: the generator is put where an
+    uninterrupted run's is then, so the orders are the same, epoch for epoch."""
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.shuffle:
+            self.generator.manual_seed(self.seed)
+            for _ in range(epoch):
+                torch.randperm(self.num_samples, generator=self.generator)
+
+
 class GroupTiesGRPOTrainer(GRPOTrainer):
     """TRL's trainer, its `frac_reward_zero_std` the share of prompt groups whose completions
-    all tie. TRL measures it so only where it scales rewards by group (or not at all): under GDPO
-    (normalize_then_sum) or batch scaling it tests the whole batch's reward spread, so it read 0
-    however many groups tied and taught nothing."""
+    all tie, its train prompts shuffled by `EpochSeededSampler`. TRL measures the ties so only
+    where it scales rewards by group (or not at all): under GDPO (normalize_then_sum) or batch
+    scaling it tests the whole batch's reward spread, so it read 0 however many groups tied and
+    taught nothing."""
+
+    def _get_train_sampler(self, dataset: Any = None) -> EpochSeededSampler:
+        sampler = super()._get_train_sampler(dataset)
+        return EpochSeededSampler(
+            data_source=sampler.data_source,
+            mini_repeat_count=sampler.mini_repeat_count,
+            batch_size=sampler.batch_size,
+            repeat_count=sampler.repeat_count,
+            shuffle=sampler.shuffle,
+            seed=sampler.seed,
+        )
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         batch = super()._generate_and_score_completions(inputs)
