@@ -25,6 +25,7 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from rewards import extraction, insights, push, sql_qa
@@ -38,27 +39,26 @@ from rewards.common import (
 )
 from rewards.context import CONTEXT_KEYS, RewardContext, check_context
 
-# The product's tasks, in report order: every other list of tasks is this one.
-SCORERS: dict[str, Callable[..., Score]] = {
-    "extraction": extraction.score,
-    "sql_qa": sql_qa.score,
-    "insights": insights.score,
-    "push": push.score,
+# The product's tasks, in report order (every other list of tasks is this one), each scored by a
+# module of its own: its `score`, the share of a score a cut answer keeps (`CUT_KEEPS`; each module
+# says why its share fits it) and the components its score reports (`COMPONENTS`).
+TASK_MODULES: dict[str, ModuleType] = {
+    "extraction": extraction,
+    "sql_qa": sql_qa,
+    "insights": insights,
+    "push": push,
 }
-TASKS: tuple[str, ...] = tuple(SCORERS)
+TASKS: tuple[str, ...] = tuple(TASK_MODULES)
+SCORERS: dict[str, Callable[..., Score]] = {
+    task: module.score for task, module in TASK_MODULES.items()
+}
 # What each scorer reads: its parameters after the completion (context keys; SQL's database).
 READS: dict[str, frozenset[str]] = {
     task: frozenset(list(inspect.signature(scorer).parameters)[1:])
     for task, scorer in SCORERS.items()
 }
+CUT_KEEPS: dict[str, float] = {task: module.CUT_KEEPS for task, module in TASK_MODULES.items()}
 
-# What a cut answer keeps of its score, per task (each module says why its share fits it).
-CUT_KEEPS: dict[str, float] = {
-    "extraction": extraction.CUT_KEEPS,
-    "sql_qa": sql_qa.CUT_KEEPS,
-    "insights": insights.CUT_KEEPS,
-    "push": push.CUT_KEEPS,
-}
 # A fully looping answer loses this much beyond earning only its first instance: copies are
 # never neutral, they cost the reader the end of the answer.
 REPETITION_PENALTY = 0.30
@@ -68,13 +68,7 @@ SHARED_COMPONENTS = ("repetition", "cut")
 # Every component a task's score can report (those that need gold or a summary only when the row
 # has them; a missing one counts 0).
 COMPONENTS: dict[str, tuple[str, ...]] = {
-    task: (*module.COMPONENTS, *SHARED_COMPONENTS)
-    for task, module in (
-        ("extraction", extraction),
-        ("sql_qa", sql_qa),
-        ("insights", insights),
-        ("push", push),
-    )
+    task: (*module.COMPONENTS, *SHARED_COMPONENTS) for task, module in TASK_MODULES.items()
 }
 
 RewardFunction = Callable[..., list[float | None]]
