@@ -1,9 +1,9 @@
 """Seeds as separate flow runs of the seeded-training deployment, and waiting for all of them.
 
-A seed's run that crashes is replaced by automatic resume (flows/deployed.py: resume_training)
-with a new run tagged `resume-of:<crashed run id>`; waiting follows that chain to the run that
-finishes. What a finished run hands back (its Adapter manifest) lies in the artifact store under
-its flow-run id, so no Prefect result has to travel between machines.
+A seed's run that crashes is replaced by automatic resume (flows/deployment_flows.py:
+resume_training) with a new run tagged `resume-of:<crashed run id>`; waiting follows that chain
+to the run that finishes. What a finished run hands back (its Adapter manifest) lies in the
+artifact store under its flow-run id, so no Prefect result has to travel between machines.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from tasks.prep.build import prepare_data_task
 from tasks.prep.olist import fingerprint_source
 from tasks.training.model import prepare_base_model_task
 from tasks.training.sft import train_sft_task
-from tasks.training.train import train_seed_task, trained
+from tasks.training.train import seed_finished, train_seed_task
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = str(REPO_ROOT / "data" / "olist")
@@ -205,7 +205,7 @@ def sft_flow(
     return starting_model(recipe, store, prepared).model
 
 
-def _trained(
+def _through_training(
     paths: dict[str, str],
 ) -> tuple[Recipe, ArtifactStore, PreparedData, StartingModel, list[Adapter]]:
     """Steps 1-3 for every seed of the recipe: cached results when they exist."""
@@ -221,7 +221,7 @@ def eval_flow(
 ) -> Evaluations:
     paths = {"config": config, "artifacts": artifacts, "data": data}
     # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
-    recipe, _, prepared, start, adapters = _trained(paths)
+    recipe, _, prepared, start, adapters = _through_training(paths)
     # 4. Evaluation of the base model and every seed's tuned model on the eval split.
     return _evaluate(recipe, paths, prepared, start, adapters)
 
@@ -255,7 +255,7 @@ def compare_flow(
 ) -> ReportArtifact:
     paths = {"config": config, "artifacts": artifacts, "data": data}
     # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
-    recipe, store, prepared, start, adapters = _trained(paths)
+    recipe, store, prepared, start, adapters = _through_training(paths)
     # 4-6. Evaluation (cached when done), Wilcoxon comparison per task and overall, report.
     evaluations = _evaluate(recipe, paths, prepared, start, adapters)
     return _report(recipe, store, prepared, start, adapters, evaluations)
@@ -294,7 +294,7 @@ def train_seeds(
             jobs = [
                 Job(train_flow, {**paths, "seed": seed})
                 for seed in whole_rounds(recipe.seeds, recipe.processes)
-                if not trained(recipe.training, recipe.lora, prepared, base, seed, store)
+                if not seed_finished(recipe.training, recipe.lora, prepared, base, seed, store)
             ]
             run_side_by_side(jobs, recipe.processes)
         return [train_flow(**paths, seed=seed) for seed in recipe.seeds]

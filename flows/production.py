@@ -79,11 +79,11 @@ def production_model(spec: str, store: ArtifactStore) -> ProductionModel:
     else:
         trained = [record for record in records if record.adapter.run_key.startswith(spec)]
     if len(trained) == 1 or (seed is not None and trained):
-        return _trained(trained[-1])
+        return _model_of_run(trained[-1])
     raise ModelChoiceError(f"--model {spec}: {_what_matches(spec, trained)}; {holdings(store)}")
 
 
-def _trained(record: TrainingRecord) -> ProductionModel:
+def _model_of_run(record: TrainingRecord) -> ProductionModel:
     adapter = record.adapter
     label = f"seed {adapter.seed} adapter {adapter.folder}"
     return ProductionModel(record.base, adapter, label, record.prepared, None)
@@ -133,7 +133,7 @@ def _adapter_folder(folder: Path, store: ArtifactStore) -> ProductionModel:
     digest = digest_folder(folder)
     for record in reversed(training_records(store)):
         if record.adapter.fingerprint == digest:
-            return _trained(record)
+            return _model_of_run(record)
     run = read_latest_run(store)
     if run is None:
         raise ModelChoiceError(

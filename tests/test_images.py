@@ -21,7 +21,7 @@ from .conftest import REPO_ROOT
 IMAGES = {"gpu.Dockerfile": ".[gpu]", "cpu.Dockerfile": "."}
 # The packages pyproject.toml installs, and the default run's recipe and data.
 NEEDED = [
-    "flows/deployed.py",
+    "flows/deployment_flows.py",
     "tasks/core/store.py",
     "rewards/__init__.py",
     "configs/cpu_smol.yaml",

@@ -244,7 +244,7 @@ def test_two_train_commands_on_one_s3_store_train_the_seed_once(tmp_path, s3) ->
 def test_a_seed_s_second_deployed_run_waits_for_its_slot_while_other_seeds_go_on(
     tmp_path,
 ) -> None:
-    from flows.deployed import seed_slot
+    from flows.deployment_flows import seed_slot
 
     store = ArtifactStore(tmp_path / "store")
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from configs.recipe import RetrainingConfig
-from flows.deployed import scheduled_retraining
+from flows.deployment_flows import scheduled_retraining
 from flows.parameters import RetrainingRun
 from tasks.core.manifests import BaseModelArtifact
 from tasks.core.store import ArtifactStore

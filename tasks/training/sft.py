@@ -243,15 +243,27 @@ def _train_sft_unlocked(
         checkpoints.remove_all()
         return _artifact(store, location)
     model, tokenizer = load_model_and_tokenizer(base, store)
+    examples = training_examples(config, store.read_jsonl(data.train), tokenizer, answer_limit)
+    with tempfile.TemporaryDirectory(prefix="tucano-sft-") as tmp:
+        workdir = Path(tmp)
+        resume = checkpoints.restore_latest(workdir / "checkpoints")
+        trainer = build_trainer(config, lora, model, tokenizer, examples, checkpoints, workdir)
+        log.info(
+            "SFT (run %s) for %d steps%s", key, config.max_steps,
+            f", resuming at step {checkpoint_step(resume)}" if resume else "",
+        )  # fmt: skip
+        run_trainer(trainer, checkpoints, resume)
+        export_model(trainer, config, tokenizer, store, folder, workdir)
+    checkpoints.remove_all()
+    return _artifact(store, location)
 
-    from datasets import Dataset
-    from transformers import set_seed
-    from transformers.trainer_callback import PrinterCallback
-    from trl import SFTTrainer
 
-    from tasks.training import run_callbacks
-
-    rows = store.read_jsonl(data.train)
+def training_examples(
+    config: SftConfig, rows: list[dict[str, Any]], tokenizer: Any, answer_limit: int | None
+) -> list[dict[str, Any]]:
+    """The examples SFT trains on, in the order it takes them: the train split mixed by
+    `sft.task_mix`, each one checked to fit `sft.max_length` (an error names the longest), and
+    the reference answers longer than `answer_limit` reported."""
     if answer_limit is not None:
         for task_name, (over, total, longest) in answers_too_long(
             rows, tokenizer, answer_limit
@@ -282,42 +294,73 @@ def _train_sft_unlocked(
         )
     if config.batches_by_length:
         examples = batched_by_length(examples, lengths, config.batch_size, config.seed)
-    with tempfile.TemporaryDirectory(prefix="tucano-sft-") as tmp:
-        workdir = Path(tmp)
-        resume = checkpoints.restore_latest(workdir / "checkpoints")
-        # SFTTrainer draws the LoRA initialisation before it seeds anything, as GRPOTrainer does
-        # (train.py): a run whose process had drawn something else before trained other weights.
-        set_seed(config.seed)
-        trainer = SFTTrainer(
-            model=model,
-            args=sft_args(config, workdir / "checkpoints"),
-            train_dataset=Dataset.from_list(examples),
-            processing_class=tokenizer,
-            peft_config=None if config.full_finetune else peft_lora_config(lora),
-            callbacks=[
-                run_callbacks.UploadCheckpoints(checkpoints),
-                run_callbacks.LogLoss(),
-                run_callbacks.ReportProgress("SFT"),
-                run_callbacks.StopOnSignal(),
-            ],
-        )
-        trainer.remove_callback(PrinterCallback)
-        log.info(
-            "SFT (run %s) for %d steps%s", key, config.max_steps,
-            f", resuming at step {checkpoint_step(resume)}" if resume else "",
-        )  # fmt: skip
-        kept = functools.partial(checkpoints.kept, "SFT")
-        with signals.keeping(kept), signals.deferred():
-            train_from(trainer, resume)
-        signals.stop_if_requested(kept())
-        merged = trainer.model if config.full_finetune else trainer.model.merge_and_unload()
-        merged.save_pretrained(workdir / MODEL_FOLDER)
-        tokenizer.save_pretrained(workdir / MODEL_FOLDER)
-        # The history first: a complete model folder is what says the run finished.
-        store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
-        store.put_dir(workdir / MODEL_FOLDER, location)
-    checkpoints.remove_all()
-    return _artifact(store, location)
+    return examples
+
+
+def build_trainer(
+    config: SftConfig,
+    lora: LoraConfig,
+    model: Any,
+    tokenizer: Any,
+    examples: list[dict[str, Any]],
+    checkpoints: RunCheckpoints,
+    workdir: Path,
+) -> Any:
+    """TRL's SFT trainer on `examples`, its checkpoints written under `workdir` and uploaded to
+    `checkpoints`, a LoRA adapter's unless the recipe fine-tunes every weight."""
+    from datasets import Dataset
+    from transformers import set_seed
+    from transformers.trainer_callback import PrinterCallback
+    from trl import SFTTrainer
+
+    from tasks.training import run_callbacks
+
+    # SFTTrainer draws the LoRA initialisation before it seeds anything, as GRPOTrainer does
+    # (train.py): a run whose process had drawn something else before trained other weights.
+    set_seed(config.seed)
+    trainer = SFTTrainer(
+        model=model,
+        args=sft_args(config, workdir / "checkpoints"),
+        train_dataset=Dataset.from_list(examples),
+        processing_class=tokenizer,
+        peft_config=None if config.full_finetune else peft_lora_config(lora),
+        callbacks=[
+            run_callbacks.UploadCheckpoints(checkpoints),
+            run_callbacks.LogLoss(),
+            run_callbacks.ReportProgress("SFT"),
+            run_callbacks.StopOnSignal(),
+        ],
+    )
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def run_trainer(trainer: Any, checkpoints: RunCheckpoints, resume: Path | None) -> None:
+    """Train to the end, from the restored checkpoint if any; a SIGTERM or SIGINT ends the run
+    after the step in progress, its checkpoint saved, or abandons that step at the signals'
+    deadline, as GRPO's run does."""
+    kept = functools.partial(checkpoints.kept, "SFT")
+    with signals.keeping(kept), signals.deferred():
+        train_from(trainer, resume)
+    signals.stop_if_requested(kept())
+
+
+def export_model(
+    trainer: Any,
+    config: SftConfig,
+    tokenizer: Any,
+    store: ArtifactStore,
+    folder: str,
+    workdir: Path,
+) -> None:
+    """The trained model as plain weights (a LoRA adapter merged in) with its tokenizer, in the
+    run's folder of the store, after its log history."""
+    merged = trainer.model if config.full_finetune else trainer.model.merge_and_unload()
+    merged.save_pretrained(workdir / MODEL_FOLDER)
+    tokenizer.save_pretrained(workdir / MODEL_FOLDER)
+    # The history first: a complete model folder is what says the run finished.
+    store.write_json(f"{folder}/log_history.json", trainer.state.log_history)
+    store.put_dir(workdir / MODEL_FOLDER, f"{folder}/{MODEL_FOLDER}")
 
 
 @returns_memory

@@ -436,7 +436,7 @@ def training_records(store: ArtifactStore) -> list[TrainingRecord]:
     return sorted(filter(None, records), key=lambda record: record.finished_at)
 
 
-def trained(
+def seed_finished(
     training: TrainingConfig,
     lora: LoraConfig,
     data: PreparedData,
