@@ -81,7 +81,7 @@ def test_every_cached_stage_is_found() -> None:
             {
                 "tasks.training.callbacks",
                 "tasks.training.stopping",
-                "tasks.training.reading_counts",
+                "tasks.training.heldout_readings",
                 "tasks.training.rollout",
                 "tasks.training.train",
             },

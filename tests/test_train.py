@@ -12,7 +12,7 @@ from rewards.review_evidence import star_sentiment
 from tasks.core.store import ArtifactStore
 from tasks.training.callbacks import TASK_WEIGHTING_FILE
 from tasks.training.train import RECORD_FILE, split_heldout, train_seed
-from tasks.training.untrained import untrained_rows, untrained_scores
+from tasks.training.untrained_tasks import untrained_rows, untrained_scores
 
 from .conftest import small_training_inputs
 

@@ -1,9 +1,9 @@
 """How a model answers prompts outside GRPO's rollouts, and how an answer is scored.
 
 Evaluation, `tucano analyze` and the held-out eval of the tasks a run does not train
-(untrained.py) answer and score through these functions, so each judges an answer as the others
-do. Generation settings come from an `EvalConfig` and are passed explicitly, never read from the
-model's generation_config.json.
+(untrained_tasks.py) answer and score through these functions, so each judges an answer as the
+others do. Generation settings come from an `EvalConfig` and are passed explicitly, never read
+from the model's generation_config.json.
 """
 
 from __future__ import annotations

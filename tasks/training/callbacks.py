@@ -21,7 +21,7 @@ from transformers import TrainerCallback
 from rewards import SCORERS, RewardFunction
 from tasks.core.store import ArtifactStore
 from tasks.training.checkpoints import RunCheckpoints
-from tasks.training.reading_counts import (
+from tasks.training.heldout_readings import (
     agreement_words,
     balanced_agreement,
     ruled_out_flagged_share,
@@ -35,7 +35,7 @@ from tasks.training.stopping import (
     StopRules,
 )
 from tasks.training.task_weighting import TaskWeighting
-from tasks.training.untrained import untrained_scores
+from tasks.training.untrained_tasks import untrained_scores
 
 log = logging.getLogger("tucano.train")
 

@@ -12,13 +12,13 @@ CHANGELOG.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.
 its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
 Each eval is read into one record, `HeldoutEval`, and `GUARDS` holds it to the start's, one
 measure a guard: an eval is never best (the start is, at worst) whose answers read the reviews'
-stars worse than the start's did (reading_counts.py) by more than `max_agreement_drop` (one
+stars worse than the start's did (heldout_readings.py) by more than `max_agreement_drop` (one
 review of a handful is noise, a swing to one sentiment is not); that flags fewer of the problems
 the held-out reviews state by more than `max_flagging_drop` (an issue flag turned off for every
 review), or more of those they rule out by more than `max_ruled_out_rise` (a flag turned on for
 every complaint); whose mean on one of the tasks it trains falls more than `max_task_drop` below
 the start's, whatever the others gain; or whose mean on a task the run does not train does, by
-more than `max_untrained_drop` (untrained.py). A new guard is one entry of `GUARDS` and one
+more than `max_untrained_drop` (untrained_tasks.py). A new guard is one entry of `GUARDS` and one
 tolerance field. The state round-trips through a dict, so it is saved with every checkpoint and
 a resumed run decides exactly as an uninterrupted one.
 """
@@ -52,7 +52,7 @@ class HeldoutEval:
     entropy: float | None = None
     # The share of its answers cut at the token limit.
     truncated: float | None = None
-    # How its sentiments read the stars (reading_counts.balanced_agreement).
+    # How its sentiments read the stars (heldout_readings.balanced_agreement).
     agreement: float | None = None
     # Of the problems the held-out reviews state, the share its answers flag.
     stated_flagged: float | None = None
@@ -60,7 +60,7 @@ class HeldoutEval:
     ruled_out_flagged: float | None = None
     # Each trained task's mean reward, where the held-out prompts are of more than one.
     task_means: dict[str, float] = field(default_factory=dict)
-    # Each untrained task's mean reward (untrained.py).
+    # Each untrained task's mean reward (untrained_tasks.py).
     untrained: dict[str, float] = field(default_factory=dict)
 
 

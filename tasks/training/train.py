@@ -34,12 +34,11 @@ from tasks.training.backends import (
     machine_backend,
 )
 from tasks.training.checkpoints import RunCheckpoints, checkpoint_step, train_from
-from tasks.training.heldout import with_heldout_sampling
+from tasks.training.grpo_trainer import grpo_trainer_class
+from tasks.training.heldout_readings import with_reading_counts
 from tasks.training.prompt_order import Stratum, stratified_stream, stratum
-from tasks.training.reading_counts import with_reading_counts
-from tasks.training.rollout import with_engine
 from tasks.training.stopping import StopRules
-from tasks.training.untrained import UntrainedTasks, untrained_rows, with_untrained_heldout
+from tasks.training.untrained_tasks import UntrainedTasks, untrained_rows
 
 if TYPE_CHECKING:
     from tasks.training.callbacks import KeepBest
@@ -257,16 +256,15 @@ def step_prompts(
     )
 
 
-def _prompt_sampling(
+def _prompt_stream(
     training: TrainingConfig, train_rows: list[dict[str, Any]], seed: int, resume: Path | None
-) -> tuple[Any, dict[str, Any], list[Any]]:
-    """The trainer class, its extra arguments and its stateful callbacks: TRL's own (its tied
-    groups counted group by group), or dynamic sampling's, which refills a batch from a prompt
-    stream whose position each checkpoint keeps."""
+) -> tuple[dict[str, Any], list[Any]]:
+    """With dynamic sampling, the trainer's extra arguments and stateful callback: the stream
+    of prompts it refills batches from, whose position each checkpoint keeps. Without it, none."""
     from tasks.training import dynamic_sampling
 
     if not training.dynamic_sampling.enabled:
-        return dynamic_sampling.GroupTiesGRPOTrainer, {}, []
+        return {}, []
 
     stream = dynamic_sampling.PromptStream(
         train_rows,
@@ -277,8 +275,7 @@ def _prompt_sampling(
         task_shares=training.task_shares,
     )
     extra = {"prompt_stream": stream, "max_refills": training.dynamic_sampling.max_refills}
-    stateful = [dynamic_sampling.SaveStreamPosition(stream)]
-    return dynamic_sampling.DynamicSamplingGRPOTrainer, extra, stateful
+    return extra, [dynamic_sampling.SaveStreamPosition(stream)]
 
 
 def build_trainer(
@@ -324,10 +321,8 @@ def build_trainer(
     output_dir = workdir / "checkpoints"
     resume = checkpoints.restore_latest(output_dir)
     keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
-    trainer_class, extra, sampling_callbacks = _prompt_sampling(training, train_rows, seed, resume)
-    trainer_class = with_engine(trainer_class, training.rollout_engine, prompt_width)
-    trainer_class = with_untrained_heldout(trainer_class, untrained)
-    trainer_class = with_heldout_sampling(trainer_class, training.heldout_temperature, seed)
+    extra, sampling_callbacks = _prompt_stream(training, train_rows, seed, resume)
+    trainer_class = grpo_trainer_class(training, untrained, prompt_width, seed)
     stateful: list[Any] = [keep_best, *sampling_callbacks]
     if training.task_weighting.enabled:
         stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))

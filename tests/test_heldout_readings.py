@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rewards import trl_component_functions, trl_reward_functions
 from tasks.training.callbacks import LogSteps, heldout_eval
-from tasks.training.reading_counts import (
+from tasks.training.heldout_readings import (
     agreement_words,
     balanced_agreement,
     ruled_out_flagged_share,
