@@ -150,7 +150,10 @@ class EpochSeededSampler(RepeatSampler):
     a permutation at each epoch's start, so a run resumed past its first epoch drew the first
     epoch's order again, and from its first step on trained on other prompts than the run it
     resumed. The trainer calls `set_epoch` at each epoch's start: the generator is put where an
-    uninterrupted run's is then, so the orders are the same, epoch for epoch."""
+    uninterrupted run's is then, so the orders are the same, epoch for epoch. The call reaches
+    the sampler through accelerate's wrappers in one process, as the project trains (a process a
+    seed); a run spread over several processes and resumed in the middle of a later pass would
+    not get it (accelerate's skip wrapper around its shard wrapper passes it on to neither)."""
 
     def set_epoch(self, epoch: int) -> None:
         if self.shuffle:

@@ -2,7 +2,8 @@
 
 Each override is a class whose methods call `super()`, so the trainer is a stack: the first
 below is the outermost (its method runs first and wraps those under it), TRL's class the last.
-Those a recipe does not ask for are left out.
+2, 3 and 4 are left out where a recipe does not ask for them (no untrained task answered, the
+plain rollout engine, no dynamic sampling).
 
 1. `HeldoutSampling` (heldout.py), `evaluate`: the held-out eval samples at
    `training.heldout_temperature`, from draws the seed fixes.
