@@ -162,7 +162,7 @@ COMMANDS = (
 def build_parser() -> argparse.ArgumentParser:
     """The `tucano` command line, one subparser per entry of `COMMANDS`: also read by the docs
     (the generated CLI reference, the check that every documented command parses)."""
-    from flows.pipeline import DEFAULT_ARTIFACTS, DEFAULT_DATA
+    from flows.parameters import DEFAULT_ARTIFACTS, DEFAULT_DATA
 
     store = argparse.ArgumentParser(add_help=False)
     store.add_argument("--config", default=str(DEFAULT_RECIPE), help="YAML recipe (configs/)")

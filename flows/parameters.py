@@ -9,6 +9,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Where a run reads its data and keeps its artifacts unless told: here, not in flows/pipeline.py,
+# so that the command line's defaults cost no import of the flows (`tucano score`, `--help`).
+DEFAULT_DATA = str(REPO_ROOT / "data" / "olist")
+DEFAULT_ARTIFACTS = "./artifacts"
 MAX_SEED = 2**32 - 1  # numpy's and torch's seed range
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from configs.recipe import DEFAULT_RECIPE, Recipe, load_recipe
 from flows.fanout import gather_adapters, start_seeds
-from flows.parameters import portable_path
+from flows.parameters import DEFAULT_ARTIFACTS, DEFAULT_DATA, portable_path
 from flows.side_by_side import Job, run_side_by_side, whole_rounds
 from tasks.core.manifests import (
     Adapter,
@@ -41,9 +41,6 @@ from tasks.training.model import prepare_base_model_task
 from tasks.training.sft import train_sft_task
 from tasks.training.train import seed_finished, train_seed_task
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = str(REPO_ROOT / "data" / "olist")
-DEFAULT_ARTIFACTS = "./artifacts"
 LATEST_RUN = "pipeline/latest.json"
 
 

@@ -20,9 +20,8 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from configs.recipe import DEFAULT_RECIPE, Recipe
+from flows.parameters import DEFAULT_ARTIFACTS, DEFAULT_DATA
 from flows.pipeline import (
-    DEFAULT_ARTIFACTS,
-    DEFAULT_DATA,
     LATEST_RUN,
     PipelineRecord,
     _open,
