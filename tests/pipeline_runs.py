@@ -69,6 +69,7 @@ class PipelineRun:
         self.artifacts = artifacts or tmp / "artifacts"
         path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO_ROOT)]))
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
+        self.own_server = prefect_home is not None
         if prefect_home is None:  # the tests' Prefect server
             from prefect.settings import PREFECT_API_URL
 
@@ -110,7 +111,8 @@ class PipelineRun:
     def its_processes(self) -> dict[int, int]:
         """Every process the run has started and still has: pid -> start time."""
         found = descendants(self.process.pid)
-        assert found, "the run has no process of its own (its temporary Prefect server)"
+        if self.own_server:
+            assert found, "the run has no process of its own (its temporary Prefect server)"
         self.seen.update(found)
         return found
 

@@ -13,11 +13,16 @@ from flows.cli import main
 from .conftest import SHIPPED_DATA
 
 
-def _tucano(*args: str, prefect_home: Path) -> subprocess.CompletedProcess[str]:
+def _tucano(*args: str, prefect_home: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The installed command as a newcomer runs it: no Prefect settings of ours (importing
-    `flows` here set some), a Prefect home of its own."""
+    `flows` here set some), a Prefect home of its own; with no home, on the tests' server."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["PREFECT_HOME"] = str(prefect_home)
+    if prefect_home is None:
+        from prefect.settings import PREFECT_API_URL
+
+        env["PREFECT_API_URL"] = PREFECT_API_URL.value()
+    else:
+        env["PREFECT_HOME"] = str(prefect_home)
     tucano = Path(sys.executable).parent / "tucano"
     return subprocess.run(
         [tucano, *args], env=env, capture_output=True, text=True, timeout=300, check=False
@@ -45,14 +50,12 @@ def too_little_data(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.usefixtures("prefect_api")
 def test_too_little_data_is_explained_once_without_a_traceback(
     too_little_data: Path, tmp_path: Path
 ) -> None:
     artifacts = tmp_path / "a"
-    run = _tucano(
-        "data", "--data", str(too_little_data), "--artifacts", str(artifacts),
-        prefect_home=tmp_path / "prefect",
-    )  # fmt: skip
+    run = _tucano("data", "--data", str(too_little_data), "--artifacts", str(artifacts))
     assert run.returncode == 1
     output = run.stdout + run.stderr
     (reason,) = [line for line in output.splitlines() if line.startswith("tucano data: ")]

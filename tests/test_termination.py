@@ -72,10 +72,11 @@ def test_sigterm_in_training_saves_a_checkpoint_and_exits_within_seconds(
     assert pipeline_run.left_after(seconds=5) == []
 
 
-def test_sigterm_during_sft_saves_its_checkpoint_and_never_reaches_grpo(
-    tmp_path: Path, prefect_home: Path
-) -> None:
-    run = PipelineRun(tmp_path, prefect_home, recipe=SFT_RECIPE)
+# The tests below stop a stage, not its server: they run on the tests' server, which spares
+# each the start of one of its own (about 10 s of CPU).
+@pytest.mark.usefixtures("prefect_api")
+def test_sigterm_during_sft_saves_its_checkpoint_and_never_reaches_grpo(tmp_path: Path) -> None:
+    run = PipelineRun(tmp_path, None, recipe=SFT_RECIPE)
     try:
         run.wait_for(SFT_STEP)
         run.its_processes()
@@ -95,10 +96,11 @@ def test_sigterm_during_sft_saves_its_checkpoint_and_never_reaches_grpo(
         ("audit", "tasks.evaluation.audit:audit_rewards", signal.SIGINT),
     ],
 )
+@pytest.mark.usefixtures("prefect_api")
 def test_a_signal_mid_stage_stops_it_with_nothing_half_written(
-    tmp_path: Path, prefect_home: Path, command: str, pause: str, signum: int
+    tmp_path: Path, command: str, pause: str, signum: int
 ) -> None:
-    run = PipelineRun(tmp_path, prefect_home, [command], pause=pause)
+    run = PipelineRun(tmp_path, None, [command], pause=pause)
     try:
         run.wait_for(f"PAUSED IN {pause}")
         run.its_processes()
