@@ -1,15 +1,23 @@
 """A recipe's `processes`: the seeds' GRPO runs and the evaluations in child processes of one
-thread each, on a real Prefect server, against the same pipeline in one process.
+thread each, on a real Prefect server. What they make is what the same pipeline makes in one
+process; stopped however it is stopped, such a run ends whole within the grace period, and the
+same command then ends as the run never interrupted did: SIGTERM while both seeds are in a step
+that would last minutes; Ctrl-C, SIGKILL of one child and SIGKILL of the parent alone in turn,
+then the report and adapters of the uninterrupted run.
 
-A module of its own: the pytest workers run modules side by side, and two pipeline runs here
-would lengthen test_pipeline's, the suite's longest.
+One uninterrupted side-by-side run serves both comparisons (a module's tests share a worker).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -18,48 +26,86 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.sorting import FlowRunSort
 
 from flows.pipeline import pipeline_flow, train_flow
-from flows.side_by_side import Job, SideBySideFailed, run_side_by_side, whole_rounds
+from flows.side_by_side import ONE_THREAD, Job, SideBySideFailed, run_side_by_side, whole_rounds
 from flows.storage import in_store
 from tasks.core.manifests import Adapter
-from tasks.core.store import ArtifactStore
+from tasks.core.store import COMPLETE_MARKER, ArtifactStore
 from tasks.evaluation.evaluate import adds_nothing
 
-from .conftest import SHIPPED_DATA
-from .test_pipeline import SMALL_RECIPE
+from .conftest import REPO_ROOT, SHIPPED_DATA, complete_checkpoints
+from .pipeline_runs import (
+    EXIT_BOUND_S,
+    GENERIC_STOP,
+    RECIPE,
+    PipelineRun,
+    command_line,
+    terminate,
+)
+from .test_resume import RECIPE as RESUME_RECIPE
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 WEIGHTS = "adapter_model.safetensors"
+# Enough steps for three interruptions to land in training, a checkpoint after every step; six
+# passes over the resume test's 8 train prompts.
+SIDE_BY_SIDE = {
+    **RESUME_RECIPE,
+    "name": "resumed_side_by_side",
+    "seeds": [7, 8],
+    "processes": 2,
+    "training": {**RESUME_RECIPE["training"], "max_steps": 24, "save_steps": 1, "eval_steps": 8},
+}
 
 
-def _run(root: Path, processes: int) -> tuple[ArtifactStore, dict]:
+class Uninterrupted(NamedTuple):
+    store: ArtifactStore
+    report: dict
+    started: datetime
+    ended: datetime
+
+
+def _pipeline(root: Path, recipe: dict) -> tuple[ArtifactStore, dict]:
+    """The pipeline in this process, on one thread (threads sum floating point in their own
+    order), with the children's one thread each."""
     config = root / "recipe.yaml"
     root.mkdir()
-    recipe = {**json.loads(json.dumps(SMALL_RECIPE)), "processes": processes}
     config.write_text(yaml.safe_dump(recipe))
     store = ArtifactStore(root / "artifacts")
-    report = in_store(pipeline_flow, store)(str(config), store.root, str(SHIPPED_DATA))
-    return store, store.read_json(report.report_json)
-
-
-def _flow_runs_named(names: list[str], since: datetime) -> list:
-    """Flow runs of these names started since then (the server is the worker's, shared)."""
-    with get_client(sync_client=True) as client:
-        runs = client.read_flow_runs(sort=FlowRunSort.ID_DESC, limit=200)
-    return [run for run in runs if run.name in names and run.start_time >= since]
-
-
-def test_side_by_side_seeds_and_evaluations_make_what_one_process_makes(tmp_path: Path) -> None:
-    """`processes: 2`: the seeds train, then the models answer the eval split, two at a time,
-    each its own flow run on the server; the pipeline goes on with what they left, which is what
-    one process makes (one thread on both sides: threads sum floating point in their own order)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        alone, alone_report = _run(tmp_path / "one-process", 1)
-        started = datetime.now(UTC)
-        side, side_report = _run(tmp_path / "side-by-side", 2)
+        report = in_store(pipeline_flow, store)(str(config), store.root, str(SHIPPED_DATA))
     finally:
         torch.set_num_threads(threads)
+    return store, store.read_json(report.report_json)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory, prefect_api) -> Uninterrupted:
+    started = datetime.now(UTC)
+    store, report = _pipeline(tmp_path_factory.mktemp("uninterrupted") / "run", SIDE_BY_SIDE)
+    return Uninterrupted(store, report, started, datetime.now(UTC))
+
+
+def _flow_runs_named(names: list[str], between: Uninterrupted) -> list:
+    """Flow runs of these names the uninterrupted run started (the server is the worker's,
+    shared)."""
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(sort=FlowRunSort.ID_DESC, limit=200)
+    return [
+        run
+        for run in runs
+        if run.name in names and between.started <= run.start_time <= between.ended
+    ]
+
+
+def test_side_by_side_seeds_and_evaluations_make_what_one_process_makes(
+    uninterrupted: Uninterrupted, tmp_path: Path
+) -> None:
+    """`processes: 2`: the seeds train, then the models answer the eval split, two at a time,
+    each its own flow run on the server; the pipeline goes on with what they left, which is what
+    one process makes."""
+    side, side_report = uninterrupted.store, uninterrupted.report
+    alone, alone_report = _pipeline(tmp_path / "one-process", {**SIDE_BY_SIDE, "processes": 1})
     assert side_report["comparison"] == alone_report["comparison"]
     for mine, theirs in zip(side_report["adapters"], alone_report["adapters"], strict=True):
         assert side.read_bytes(f"{mine['folder']}/{WEIGHTS}") == alone.read_bytes(
@@ -68,10 +114,10 @@ def test_side_by_side_seeds_and_evaluations_make_what_one_process_makes(tmp_path
     # Each seed trained in a child, as a flow run of its own (no parent), both at once.
     children = [
         run
-        for run in _flow_runs_named(["train-seed-1", "train-seed-2"], started)
+        for run in _flow_runs_named(["train-seed-7", "train-seed-8"], uninterrupted)
         if run.parent_task_run_id is None
     ]
-    assert sorted(run.name for run in children) == ["train-seed-1", "train-seed-2"]
+    assert sorted(run.name for run in children) == ["train-seed-7", "train-seed-8"]
     first, second = sorted(children, key=lambda run: run.start_time)
     assert second.start_time < first.end_time, "the seeds did not train at the same time"
     # The start model and each seed that changed it answer in a child, in whole rounds of two
@@ -83,8 +129,8 @@ def test_side_by_side_seeds_and_evaluations_make_what_one_process_makes(tmp_path
         if not adds_nothing(Adapter.model_validate(adapter), side)
     ]
     answering = ["evaluate-start", *changed]
-    names = ["evaluate-start", "evaluate-seed-1", "evaluate-seed-2"]
-    evaluated = _flow_runs_named(names, started)
+    names = ["evaluate-start", "evaluate-seed-7", "evaluate-seed-8"]
+    evaluated = _flow_runs_named(names, uninterrupted)
     assert sorted(run.name for run in evaluated) == sorted(answering[: len(answering) // 2 * 2])
 
 
@@ -111,3 +157,171 @@ def test_whole_rounds_leave_the_odd_job_to_the_caller() -> None:
     assert whole_rounds(jobs, 2) == jobs[:2]
     assert whole_rounds(jobs, 3) == jobs
     assert whole_rounds(jobs[:1], 2) == []
+
+
+# Started in every Python process of a run whose PYTHONPATH has it: GRPO's loss stops on its
+# PAUSE_AT_CALL-th call, in each seed's child, and sleeps on: a step far longer than a grace
+# period, as a step of the real model on two cores is (35-50 s).
+PAUSED_LOSS = """
+import os, time
+if os.environ.get("TUCANO_TEST_PAUSED_LOSS"):
+    import trl
+    original, calls = trl.GRPOTrainer.compute_loss, []
+    def compute_loss(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == {at}:
+            print("PAUSED IN compute_loss", flush=True)
+            time.sleep(120)
+        return original(self, *args, **kwargs)
+    trl.GRPOTrainer.compute_loss = compute_loss
+"""
+PAUSE_AT_CALL = 6
+SIDE_BY_SIDE_RECIPE = {
+    **RECIPE,
+    "name": "termination_side_by_side",
+    "seeds": [7, 8],
+    "processes": 2,
+    "training": {**RECIPE["training"], "save_steps": 1},
+}
+
+
+def test_seeds_side_by_side_stop_within_the_grace_period_with_their_last_step_kept(
+    tmp_path: Path, prefect_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both seeds in a step that would not end for minutes: SIGTERM to the run's group ends
+    every process within the bound, each seed's newest checkpoint complete and named. (Ctrl-C to
+    a side-by-side run: the next test.)"""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(PAUSED_LOSS.replace("{at}", str(PAUSE_AT_CALL)))
+    monkeypatch.setenv("TUCANO_TEST_PAUSED_LOSS", "1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(REPO_ROOT)]))
+    run = PipelineRun(tmp_path, prefect_home, recipe=SIDE_BY_SIDE_RECIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while run.output.count("PAUSED IN compute_loss") < 2:
+            assert time.monotonic() < deadline, run.output[-3000:]
+            run.wait_for("PAUSED IN compute_loss")
+            time.sleep(0.2)
+        run.its_processes()
+        started = time.monotonic()
+        run.stop(signal.SIGTERM, kept=re.escape(GENERIC_STOP.format(run.artifacts)))
+        assert time.monotonic() - started < EXIT_BOUND_S
+    finally:
+        run.end()
+    output = run.output
+    for seed in (7, 8):
+        said = re.search(
+            rf"\[seed {seed}\] .*stopped by SIGTERM; seed {seed}'s checkpoint after step (\d+) "
+            r"is in (\S+)", output,
+        )  # fmt: skip
+        assert said, output[-3000:]
+        assert int(said[1]) >= 1
+        assert (Path(said[2]) / f"checkpoint-{said[1]}" / COMPLETE_MARKER).is_file()
+    assert output.count("abandoned, the newest checkpoint kept") == 2, output[-3000:]
+
+
+def _newest_checkpoints(artifacts: Path) -> dict[str, int]:
+    """Each training run's newest complete checkpoint step, by run folder."""
+    found = complete_checkpoints(ArtifactStore(artifacts))
+    return {run: steps[-1] for run, steps in found.items() if steps}
+
+
+def _both_seeds_past(run: PipelineRun, artifacts: Path, before: dict[str, int]) -> None:
+    """Wait until both seeds' runs have a checkpoint newer than `before`'s, or have finished
+    (one seed can draw ahead of the other), one of them still training."""
+    deadline = time.monotonic() + 300
+    while True:
+        now = _newest_checkpoints(artifacts)
+        done = {name for name in now if (artifacts / "runs" / name / "record.json").exists()}
+        moved = [name in done or step > before.get(name, 0) for name, step in now.items()]
+        if len(now) == 2 and all(moved) and len(done) < 2:
+            return
+        assert run.process.poll() is None, f"the run ended first:\n{run.output[-3000:]}"
+        assert time.monotonic() < deadline, f"no new checkpoints: {now}\n{run.output[-3000:]}"
+        time.sleep(0.1)
+
+
+def _child_training(run: PipelineRun) -> tuple[int, int]:
+    """A side-by-side child training a seed, and its seed."""
+    for pid in run.its_processes():
+        command = command_line(pid)
+        if "flows.side_by_side" in command and (seed := re.search(r'"seed": (\d+)', command)):
+            return pid, int(seed[1])
+    raise AssertionError(f"no child trains a seed: {run.its_processes()}")
+
+
+def _report(artifacts: Path) -> dict:
+    """The report, less each adapter's fingerprint: the digest of its folder, whose config names
+    the base model by its path in the store (and lists the LoRA modules in a set's order), so
+    one adapter has another fingerprint in another store; its weights are compared apart."""
+    (report,) = artifacts.glob("reports/*/report.json")
+    report = json.loads(report.read_text())
+    for adapter in report["adapters"]:
+        del adapter["fingerprint"]
+    return report
+
+
+def _final_adapters(artifacts: Path) -> dict[str, bytes]:
+    return {
+        path.parents[1].name: path.read_bytes()
+        for path in artifacts.glob("runs/*/final/adapter_model.safetensors")
+    }
+
+
+def test_a_side_by_side_run_stopped_every_way_resumes_to_the_uninterrupted_report(
+    uninterrupted: Uninterrupted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seeds side by side, stopped by Ctrl-C (the children get SIGTERM from the parent), then by a
+    child's SIGKILL (the OOM killer), then by the parent's SIGKILL with its children left behind:
+    each time every process ends within the grace period, and the same command, run again after
+    all three, ends with the very report and adapters of a run never interrupted. The command
+    runs on one thread, as the uninterrupted run's evaluation in its parent did."""
+    for name, value in ONE_THREAD.items():
+        monkeypatch.setenv(name, value)
+    folder = tmp_path / "interrupted"
+    folder.mkdir()
+    artifacts = folder / "artifacts"
+
+    def again() -> PipelineRun:
+        return PipelineRun(folder, None, recipe=SIDE_BY_SIDE, artifacts=artifacts)
+
+    run = again()
+    try:
+        _both_seeds_past(run, artifacts, {})
+        run.its_processes()
+        run.stop(signal.SIGINT, kept=re.escape(GENERIC_STOP.format(artifacts)))
+    finally:
+        run.end()
+
+    run = again()
+    try:
+        _both_seeds_past(run, artifacts, _newest_checkpoints(artifacts))
+        child, seed = _child_training(run)
+        terminate(run, lambda: os.kill(child, signal.SIGKILL))
+        assert run.process.returncode == 1, run.output[-3000:]
+        said = re.search(rf"seed={seed}\) ended with exit status -9", run.output)
+        assert said, run.output[-3000:]
+        assert run.left_after(seconds=5) == []
+    finally:
+        run.end()
+
+    run = again()
+    try:
+        _both_seeds_past(run, artifacts, _newest_checkpoints(artifacts))
+        run.its_processes()
+        run.process.kill()  # the parent alone: its children learn it from the kernel
+        run.process.wait()
+        assert run.left_after(seconds=EXIT_BOUND_S) == []
+    finally:
+        run.end()
+
+    run = again()
+    try:
+        assert run.process.wait(timeout=600) == 0, run.output[-3000:]
+    finally:
+        run.end()
+    assert "resuming at step " in run.output
+    reference = Path(uninterrupted.store.root)
+    assert _report(artifacts) == _report(reference)
+    assert _final_adapters(artifacts) == _final_adapters(reference)
