@@ -37,9 +37,9 @@ def run(steps: int, repeats: int, store_dir: Path) -> None:
 
     from configs.recipe import CONFIG_DIR, load_recipe
     from tasks.core.store import ArtifactStore
+    from tasks.models.model import prepare_base_model
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.training.model import prepare_base_model
     from tasks.training.sft import train_sft
     from tasks.training.train import train_seed
 

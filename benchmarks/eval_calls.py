@@ -37,9 +37,9 @@ def run(profile: str, prompts: int, tokenizer_dir: Path) -> None:
 
     from configs.recipe import CONFIG_DIR, load_recipe
     from tasks.core.store import ArtifactStore
+    from tasks.models.model import prepare_base_model
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.training.model import prepare_base_model
 
     recipe = load_recipe(CONFIG_DIR / RECIPES[profile])
     if profile == "gpu" and not torch.cuda.is_available():
@@ -86,8 +86,8 @@ def adapted_model(recipe: Any, base: Any, store: Any) -> tuple[Any, Any]:
     adapter is freshly initialised (its delta is zero): the fast engine copies it all the same."""
     from peft import get_peft_model
 
-    from tasks.training.backends import peft_lora_config
-    from tasks.training.model import load_model_and_tokenizer
+    from tasks.models.backends import peft_lora_config
+    from tasks.models.model import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(base, store)
     return get_peft_model(model, peft_lora_config(recipe.lora)), tokenizer

@@ -3,7 +3,7 @@
 "before" is the project's evaluation as it was for a base model: each batch through the model's
 own `generate` (the `plain` engine), with transformers' SDPA attention, which copies each layer's
 cached keys and values for every query head sharing them at every decode step of a padded batch.
-"after" is the project's evaluation as it is (`tasks.training.answering.generate`, the `fast`
+"after" is the project's evaluation as it is (`tasks.generation.answering.generate`, the `fast`
 engine): grouped-query attention without the copy, and batches decoded side by side. Each
 variant loads the model afresh and answers the same prompts, `--prompts` of each task from the
 recipe's eval split, in one call in the split's order as evaluation makes it, batched and seeded
@@ -36,7 +36,7 @@ def answer(config: Any, base: Any, store: Any, rows: list[dict], database: str) 
     """One `generate` call over every prompt, as `evaluate_model` makes it; seconds and the
     scored answers."""
     from tasks.evaluation.evaluate import load_with_adapter
-    from tasks.training.answering import generate, score_row
+    from tasks.generation.answering import generate, score_row
 
     model, tokenizer = load_with_adapter(base, None, store)
     started = time.perf_counter()
@@ -54,9 +54,9 @@ def run(recipe_file: str, prompts: int, repeats: int, rows_per_pass: int, store_
 
     from configs.recipe import CONFIG_DIR, load_recipe
     from tasks.core.store import ArtifactStore
+    from tasks.models.model import prepare_base_model
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.training.model import prepare_base_model
 
     recipe = load_recipe(CONFIG_DIR / recipe_file)
     store = ArtifactStore(store_dir)

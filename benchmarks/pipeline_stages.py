@@ -104,10 +104,10 @@ def _units(recipe: Any, store: Path, data: str, before: bool) -> dict[str, float
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     from tasks.core.store import ArtifactStore
+    from tasks.generation.rollout import FAST, RolloutModel
+    from tasks.models.model import prepare_base_model
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.training.model import prepare_base_model
-    from tasks.training.rollout import FAST, RolloutModel
 
     artifacts = ArtifactStore(store)
     prepared = prepare_data(fingerprint_source(data), recipe.data, artifacts)

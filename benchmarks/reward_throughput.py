@@ -43,9 +43,9 @@ def reward_share(steps: int) -> tuple[list[float], list[float]]:
     """Per-step wall time (TRL's step_time) and time spent inside the reward functions."""
     import tasks.training.train
     from tasks.core.store import ArtifactStore
+    from tasks.models.model import prepare_base_model
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.training.model import prepare_base_model
 
     recipe = load_recipe(CONFIG_DIR / "cpu_tiny.yaml")
     training = recipe.training.model_copy(update={"max_steps": steps, "save_steps": steps})

@@ -35,9 +35,9 @@ def job(recipe_file: str, prompts: int, store_dir: Path, count: int) -> list[dic
     """`count` evaluations one after another in this process: seconds and answers of each."""
     from configs.recipe import CONFIG_DIR, load_recipe
     from tasks.core.store import ArtifactStore
+    from tasks.models.model import prepare_base_model
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.training.model import prepare_base_model
 
     recipe = load_recipe(CONFIG_DIR / recipe_file)
     store = ArtifactStore(store_dir)

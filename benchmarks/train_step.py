@@ -106,9 +106,9 @@ def run(
 
     from configs.recipe import CONFIG_DIR, load_recipe
     from tasks.core.store import ArtifactStore
+    from tasks.models.model import prepare_base_model
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.training.model import prepare_base_model
 
     recipe_file, variants = PROFILES[profile]
     if names:
@@ -170,7 +170,7 @@ def random_qwen25(folder: Path, tokenizer_dir: Path) -> Any:
 def model_shape(base: Any, store: Any) -> dict[str, int]:
     from transformers import AutoConfig
 
-    from tasks.training.model import model_path
+    from tasks.models.model import model_path
 
     config = AutoConfig.from_pretrained(model_path(base, store))
     head_dim = config.hidden_size // config.num_attention_heads
@@ -479,7 +479,7 @@ def logp_gap(policy: Any, tokenizer: Any, prompts: list) -> float:
     import torch
     from transformers import GenerationConfig
 
-    from tasks.training.rollout import FAST, RolloutModel
+    from tasks.generation.rollout import FAST, RolloutModel
 
     rollout = RolloutModel(policy, FAST)
     config = GenerationConfig(
@@ -511,9 +511,9 @@ def resume_cost(recipe: Any, steps: int) -> None:
     run started again (it resumes from the checkpoint in the store)."""
     import tasks.training.train
     from tasks.core.store import ArtifactStore
+    from tasks.models.model import prepare_base_model
     from tasks.prep.build import prepare_data
     from tasks.prep.olist import fingerprint_source
-    from tasks.training.model import prepare_base_model
 
     half = steps // 2
     training = recipe.training.model_copy(

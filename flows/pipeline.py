@@ -35,9 +35,9 @@ from tasks.evaluation.audit import audit_gate_task
 from tasks.evaluation.champion import timestamp
 from tasks.evaluation.evaluate import adds_nothing, answers_path, evaluate_model_task
 from tasks.evaluation.report import compare_evaluations_task, publish_report_task, report_task
+from tasks.models.model import prepare_base_model_task
 from tasks.prep.build import prepare_data_task
 from tasks.prep.olist import fingerprint_source
-from tasks.training.model import prepare_base_model_task
 from tasks.training.sft import train_sft_task
 from tasks.training.train import seed_finished, train_seed_task
 

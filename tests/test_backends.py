@@ -9,7 +9,7 @@ import pytest
 
 from configs.recipe import LoraConfig, TrainingConfig
 from tasks.core.store import ArtifactStore
-from tasks.training.backends import (
+from tasks.models.backends import (
     PEFT,
     UNSLOTH,
     BackendError,
@@ -98,7 +98,8 @@ from pathlib import Path
 from configs.recipe import LoraConfig, TrainingConfig
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
-from tasks.training import backends, train
+from tasks.models import backends
+from tasks.training import train
 
 train.machine_backend = lambda requested: backends.UNSLOTH  # as on a GPU with the gpu extra
 data, base, store, workdir = sys.argv[1:]
@@ -158,7 +159,7 @@ def test_sft_and_grpo_train_under_bf16_autocast_only_where_asked(
     import torch
 
     from configs.recipe import SftConfig
-    from tasks.training.model import load_model_and_tokenizer
+    from tasks.models.model import load_model_and_tokenizer
     from tasks.training.sft import train_sft
     from tasks.training.train import train_seed
 
@@ -187,7 +188,7 @@ def test_sft_and_grpo_train_under_bf16_autocast_only_where_asked(
 def test_a_cpu_without_bf16_instructions_trains_in_float32_and_says_so(monkeypatch, caplog) -> None:
     import torch
 
-    from tasks.training.backends import bf16_training
+    from tasks.models.backends import bf16_training
 
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     with caplog.at_level("WARNING", logger="tucano.train"):

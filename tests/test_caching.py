@@ -61,7 +61,7 @@ def test_every_cached_stage_is_found() -> None:
         (
             "train-seed",
             {
-                "tasks.training.callbacks",
+                "tasks.training.grpo_callbacks",
                 "tasks.training.stopping",
                 "tasks.training.checkpoints",
                 "tasks.training.dynamic_sampling",
@@ -77,17 +77,21 @@ def test_every_cached_stage_is_found() -> None:
         # SFT's code, and a change to them leaves its (7-minute) model where it is.
         (
             "sft",
-            {"tasks.training.run_callbacks", "tasks.training.checkpoints"},
             {
-                "tasks.training.callbacks",
+                "tasks.training.step_log",
+                "tasks.training.checkpoint_callbacks",
+                "tasks.training.checkpoints",
+            },
+            {
+                "tasks.training.grpo_callbacks",
                 "tasks.training.stopping",
                 "tasks.training.heldout_readings",
-                "tasks.training.rollout",
+                "tasks.generation.rollout",
                 "tasks.training.train",
             },
         ),
         ("prepare-data", {"tasks.prep.orders", "rewards.extraction"}, {"tasks.training.train"}),
-        ("evaluate-model", {"tasks.training.model", "rewards.sql_sandbox"}, {"tasks.prep.orders"}),
+        ("evaluate-model", {"tasks.models.model", "rewards.sql_sandbox"}, {"tasks.prep.orders"}),
     ],
 )
 def test_a_task_s_code_is_what_it_imports(task: str, uses: set, does_not_use: set) -> None:

@@ -6,10 +6,10 @@ import pytest
 
 from configs.recipe import EvalConfig
 from tasks.core.store import ArtifactStore
-from tasks.training.answering import generate
-from tasks.training.decoding import decode_side_by_side
-from tasks.training.model import load_model_and_tokenizer
-from tasks.training.rollout import FAST, PLAIN
+from tasks.generation.answering import generate
+from tasks.generation.decoding import decode_side_by_side
+from tasks.generation.rollout import FAST, PLAIN
+from tasks.models.model import load_model_and_tokenizer
 
 from .conftest import small_training_inputs
 
@@ -57,7 +57,7 @@ def _own_generate(model, batches, config) -> list[list[list[int]]]:
     """Each batch through transformers' `generate`, seeded as evaluation seeds it."""
     import torch
 
-    from tasks.training.rollout import completions_until_eos
+    from tasks.generation.rollout import completions_until_eos
 
     answers = []
     for input_ids, mask, seed in batches:
@@ -91,7 +91,7 @@ def test_side_by_side_gives_each_batch_s_own_tokens(tiny, temperature, top_p, ro
 def test_a_shared_system_message_is_prefilled_once_and_every_token_stays(tiny) -> None:
     """Batches of one task's prompts start with the same system message: prefilled once for all
     of them, then each row's own tokens after it, the answers are still each batch's own."""
-    from tasks.training.decoding import MIN_SHARED_PREFIX, _shared_prefix
+    from tasks.generation.decoding import MIN_SHARED_PREFIX, _shared_prefix
 
     model, tokenizer, _, prompts = tiny
     batches = list(_batches(tokenizer, prompts, 3, 5))
@@ -122,7 +122,7 @@ def test_prefilling_the_shared_tokens_once_gives_the_logits_of_the_whole_prompts
     each row's padding sits after them): a wrong position or mask would move them by far more."""
     import torch
 
-    from tasks.training import decoding
+    from tasks.generation import decoding
 
     model, tokenizer, _, prompts = tiny
     # One store of prefixes for every batch: the second batch of a task starts from the keys
@@ -172,7 +172,7 @@ def test_a_model_that_does_not_cache_every_layer_whole_is_refused() -> None:
 
     from transformers import Qwen2Config
 
-    from tasks.training.decoding import _prefill_cache
+    from tasks.generation.decoding import _prefill_cache
 
     config = Qwen2Config(
         num_hidden_layers=2, use_sliding_window=True, sliding_window=8,

@@ -230,8 +230,8 @@ def test_every_benchmark_section_names_its_script() -> None:
 # (tests/test_pipeline.py) trains, and its store is its module's alone.
 TOP_LEVEL = {
     "prepared": ("tasks.prep.build", 'f"prepared/'),
-    "packages": ("tasks.training.model", 'f"packages/'),
-    "models": ("tasks.training.model", 'f"models/packaged-'),
+    "packages": ("tasks.models.model", 'f"packages/'),
+    "models": ("tasks.models.model", 'f"models/packaged-'),
     "sft": ("tasks.training.sft", 'f"sft/'),
     "runs": ("tasks.training.train", 'RUNS = "runs"'),
     "eval": ("tasks.evaluation.evaluate", 'f"eval/'),
@@ -246,8 +246,11 @@ TOP_LEVEL = {
 }
 RUN_FOLDER = {
     "checkpoints": ("tasks.training.train", 'f"{folder}/checkpoints"'),
-    "best": ("tasks.training.callbacks", 'BEST_FOLDER, BEST_RECORD = "best", "best.json"'),
-    "best.json": ("tasks.training.callbacks", 'BEST_FOLDER, BEST_RECORD = "best", "best.json"'),
+    "best": ("tasks.training.grpo_callbacks", 'BEST_FOLDER, BEST_RECORD = "best", "best.json"'),
+    "best.json": (
+        "tasks.training.grpo_callbacks",
+        'BEST_FOLDER, BEST_RECORD = "best", "best.json"',
+    ),
     "final": ("tasks.training.train", 'FINAL_FOLDER = "final"'),
     "log_history.json": ("tasks.training.train", 'f"{run.folder}/log_history.json"'),
     "summary.json": ("tasks.training.train", 'f"{run.folder}/summary.json"'),

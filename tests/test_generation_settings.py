@@ -16,7 +16,7 @@ from transformers.generation.utils import GenerationMixin
 from configs.recipe import LoraConfig, ModelConfig, TrainingConfig
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
-from tasks.training.model import prepare_base_model
+from tasks.models.model import prepare_base_model
 from tasks.training.train import train_seed
 
 from .conftest import SMALLEST_QWEN2
@@ -42,7 +42,7 @@ def poisoned_copy(
 def record_sampling(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     """(temperature, top_p, top_k) of every sampling loop from now on: transformers' own, and
     the side-by-side decoder's (a CPU's rollouts and evaluation)."""
-    from tasks.training import decoding
+    from tasks.generation import decoding
 
     seen: list[tuple] = []
     original, side_by_side = GenerationMixin._sample, decoding.decode_side_by_side

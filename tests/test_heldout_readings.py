@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rewards import trl_component_functions, trl_reward_functions
-from tasks.training.callbacks import LogSteps, heldout_eval
+from tasks.training.grpo_callbacks import LogSteps, heldout_eval
 from tasks.training.heldout_readings import (
     agreement_words,
     balanced_agreement,

@@ -6,7 +6,7 @@ import pytest
 
 from configs.recipe import CONFIG_DIR, LoraConfig, ModelConfig, load_recipe
 from tasks.core.store import ArtifactStore
-from tasks.training.model import (
+from tasks.models.model import (
     QuantizationError,
     build_tiny_model,
     load_model_and_tokenizer,

@@ -14,9 +14,9 @@ from prefect import flow
 from configs.recipe import MonitoringConfig
 from flows.cli import main
 from tasks.core.store import ArtifactStore
+from tasks.generation.answering import score_row
 from tasks.production.checks import FAIL, NOT_MEASURED, PASS, Answer, run_checks
 from tasks.production.monitoring import DRIFT, HEALTHY, LATEST, drift_decision, record_monitoring
-from tasks.training.answering import score_row
 
 CONFIG = MonitoringConfig()
 ALPHA = 0.05

@@ -24,13 +24,13 @@ from rewards.common import completion_text
 from rewards.context import CONTEXT_KEYS
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.evaluate import load_with_adapter
+from tasks.generation.answering import generate, score_row
+from tasks.models.model import IM_END, IM_START, PAD_TOKEN, load_tokenizer, prepare_base_model
+from tasks.models.packaged import PackagedModelError
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
 from tasks.production.export import export_model
 from tasks.training import train
-from tasks.training.answering import generate, score_row
-from tasks.training.model import IM_END, IM_START, PAD_TOKEN, load_tokenizer, prepare_base_model
-from tasks.training.packaged import PackagedModelError
 from tasks.training.sft import (
     answers_too_long,
     example_lengths,

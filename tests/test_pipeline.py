@@ -397,10 +397,10 @@ def test_a_failed_training_task_is_retried_and_resumes_from_its_checkpoint(
     """GRPO crashes at step 3 of a new seed; the training task is retried at once and resumes from
     checkpoint 2. On the first run's store, so that data, audit, model and SFT come from its
     cache and the crash lands in GRPO, not in SFT (which logs its steps the same way)."""
-    from tasks.training import callbacks
+    from tasks.training import grpo_callbacks
     from tasks.training.train import train_seed_task
 
-    original = callbacks.LogSteps.on_log
+    original = grpo_callbacks.LogSteps.on_log
     crashed = []
 
     def crash_once_at_step_3(self, args, state, control, logs=None, **kwargs):
@@ -409,7 +409,7 @@ def test_a_failed_training_task_is_retried_and_resumes_from_its_checkpoint(
             raise RuntimeError("simulated worker crash at step 3")
         return original(self, args, state, control, logs=logs, **kwargs)
 
-    monkeypatch.setattr(callbacks.LogSteps, "on_log", crash_once_at_step_3)
+    monkeypatch.setattr(grpo_callbacks.LogSteps, "on_log", crash_once_at_step_3)
     monkeypatch.setattr(train_seed_task, "retry_delay_seconds", 0)
     _, _, store, _ = first_run
     config = _write_recipe(tmp_path / "recipe.yaml", training={"max_steps": 4, "save_steps": 2})

@@ -26,10 +26,10 @@ from rewards.review_evidence import ISSUES
 from tasks.core.manifests import Adapter
 from tasks.core.store import ArtifactStore
 from tasks.evaluation.field_agreement import NOT_MEASURED
+from tasks.models.model import load_model_and_tokenizer
 from tasks.production.analyze import SEEN_ORDER, review_prompts, written_rows
 from tasks.production.export import CARD_FILE, export_model
 from tasks.production.monitoring import DRIFT
-from tasks.training.model import load_model_and_tokenizer
 from tasks.training.train import training_records
 
 from .conftest import REPO_ROOT, SHIPPED_DATA, small_training_inputs

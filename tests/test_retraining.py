@@ -18,7 +18,7 @@ from flows.parameters import RetrainingRun
 from tasks.core.manifests import BaseModelArtifact
 from tasks.core.store import ArtifactStore
 from tasks.evaluation import champion as champions
-from tasks.training.model import build_tiny_model
+from tasks.models.model import build_tiny_model
 
 from .conftest import SMALLEST_QWEN2
 from .test_pipeline import SMALL_RECIPE

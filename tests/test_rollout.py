@@ -8,9 +8,9 @@ import pytest
 
 from configs.recipe import EvalConfig, LoraConfig, TrainingConfig
 from tasks.core.store import ArtifactStore
-from tasks.training.answering import generate
-from tasks.training.model import load_model_and_tokenizer
-from tasks.training.rollout import FAST, PLAIN, PROMPT_BUCKET, RolloutModel
+from tasks.generation.answering import generate
+from tasks.generation.rollout import FAST, PLAIN, PROMPT_BUCKET, RolloutModel
+from tasks.models.model import load_model_and_tokenizer
 from tasks.training.train import build_trainer, train_seed
 
 from .conftest import small_training_inputs
@@ -121,7 +121,7 @@ def test_grouped_decode_attention_is_sdpa_without_the_copy(heads: int, kv_heads:
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from tasks.training.attention import grouped_sdpa_forward
+    from tasks.generation.attention import grouped_sdpa_forward
 
     generator = torch.Generator().manual_seed(0)
     rows, cached, dim = 3, 600, 64
@@ -169,7 +169,7 @@ def test_a_cpu_rollout_decoded_side_by_side_is_generate_s_sample_and_random_stre
     import torch
     from transformers import GenerationConfig
 
-    from tasks.training.rollout import completions_until_eos
+    from tasks.generation.rollout import completions_until_eos
 
     store, _, base = inputs
     policy, tokenizer = _adapted(store, base, seed=3)

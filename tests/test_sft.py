@@ -15,7 +15,7 @@ from configs.recipe import LoraConfig, SftConfig
 from tasks.core.store import ArtifactStore
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
-from tasks.training import run_callbacks
+from tasks.training import step_log
 from tasks.training.sft import SftError, sft_examples, sft_key, train_sft
 
 from .conftest import small_training_inputs
@@ -60,18 +60,18 @@ def test_sft_gives_plain_weights_and_a_crashed_run_resumes_to_the_same_model(
 
     again = ArtifactStore(tmp_path / "b")
     data, base = small_training_inputs(again)
-    original = run_callbacks.LogLoss.on_log
+    original = step_log.LogLoss.on_log
 
     def crash_at_step_3(self, args, state, control, logs=None, **kwargs):
         if state.global_step == 3:
             raise RuntimeError("simulated crash at step 3")
         return original(self, args, state, control, logs=logs, **kwargs)
 
-    monkeypatch.setattr(run_callbacks.LogLoss, "on_log", crash_at_step_3)
+    monkeypatch.setattr(step_log.LogLoss, "on_log", crash_at_step_3)
     with pytest.raises(RuntimeError, match="simulated crash"):
         train_sft(config, LoraConfig(), data, base, again)
     assert again.listdir(f"{run}/checkpoints") == ["checkpoint-2"]
-    monkeypatch.setattr(run_callbacks.LogLoss, "on_log", original)
+    monkeypatch.setattr(step_log.LogLoss, "on_log", original)
     with caplog.at_level("INFO", logger="tucano.sft"):
         resumed = train_sft(config, LoraConfig(), data, base, again)
     assert "resuming at step 2" in caplog.text
@@ -155,7 +155,7 @@ def test_sft_targets_end_with_the_end_of_turn_and_the_loss_covers_it(tmp_path: P
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from tasks.training.model import IM_END, load_model_and_tokenizer
+    from tasks.models.model import IM_END, load_model_and_tokenizer
     from tasks.training.sft import sft_args
 
     store = ArtifactStore(tmp_path)
@@ -178,7 +178,7 @@ def test_sft_targets_end_with_the_end_of_turn_and_the_loss_covers_it(tmp_path: P
 
 
 def test_references_longer_than_the_generation_limit_are_named(tmp_path: Path) -> None:
-    from tasks.training.model import load_tokenizer
+    from tasks.models.model import load_tokenizer
     from tasks.training.sft import answers_too_long
 
     store = ArtifactStore(tmp_path)
@@ -203,7 +203,7 @@ def test_references_longer_than_the_generation_limit_are_named(tmp_path: Path) -
 def test_examples_longer_than_sft_max_length_are_refused_before_training(tmp_path: Path) -> None:
     """TRL would cut them where their end of turn is: refused, naming the field and the length
     that fits, before a step runs or a checkpoint is written."""
-    from tasks.training.model import load_tokenizer
+    from tasks.models.model import load_tokenizer
     from tasks.training.sft import example_lengths, examples_too_long
 
     store = ArtifactStore(tmp_path)
@@ -224,7 +224,7 @@ def test_the_smoke_recipe_lets_every_reference_answer_end(tmp_path: Path) -> Non
     teaches is longer than rollouts and evaluation may generate (its end of turn included), and
     no example is cut at sft.max_length (the default recipe's: tests/test_packaged.py)."""
     from configs.recipe import CONFIG_DIR, load_recipe
-    from tasks.training.model import load_tokenizer, prepare_base_model
+    from tasks.models.model import load_tokenizer, prepare_base_model
 
     from .conftest import SHIPPED_DATA
 
@@ -353,7 +353,7 @@ def test_sft_trains_on_the_batches_by_length_in_their_order(tmp_path: Path) -> N
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from tasks.training.model import load_model_and_tokenizer
+    from tasks.models.model import load_model_and_tokenizer
     from tasks.training.sft import batched_by_length, conversations, example_lengths, sft_args
 
     store = ArtifactStore(tmp_path)

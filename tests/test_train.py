@@ -10,7 +10,7 @@ import pytest
 from configs.recipe import LoraConfig, TrainingConfig
 from rewards.review_evidence import star_sentiment
 from tasks.core.store import ArtifactStore
-from tasks.training.callbacks import TASK_WEIGHTING_FILE
+from tasks.training.grpo_callbacks import TASK_WEIGHTING_FILE
 from tasks.training.train import RECORD_FILE, split_heldout, train_seed
 from tasks.training.untrained_tasks import untrained_rows, untrained_scores
 

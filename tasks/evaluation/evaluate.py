@@ -17,8 +17,8 @@ from tasks.core.caching import ContentKey, cache_token, task_code_digest
 from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
 from tasks.core.memory import returns_memory
 from tasks.core.store import ArtifactStore
-from tasks.training.answering import generate, score_row
-from tasks.training.model import load_model_and_tokenizer
+from tasks.generation.answering import generate, score_row
+from tasks.models.model import load_model_and_tokenizer
 
 BASE_TAG = "base"
 

@@ -27,11 +27,11 @@ import pandas as pd
 from configs.recipe import EvalConfig
 from tasks.core import signals
 from tasks.evaluation.field_agreement import by_model, field_agreement, render, render_trust
+from tasks.generation.answering import generate_batches, score_row
 from tasks.prep.extraction import ORDER_LABELS, extraction_prompt
 from tasks.prep.olist import TABLES, read_tables, tables_present
 from tasks.prep.orders import order_view
 from tasks.production.checks import checks_markdown, format_value, parsed_fields
-from tasks.training.answering import generate_batches, score_row
 
 # The tables an order's details come from (customers only because the order view joins them);
 # payments, sellers and the category translation are not needed to analyse reviews.

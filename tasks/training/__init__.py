@@ -1,1 +1,1 @@
-"""Step 3: the base model, GRPO training and what keeps a run resumable and self-stopping."""
+"""Step 3: SFT and GRPO training and what keeps a run resumable and self-stopping."""

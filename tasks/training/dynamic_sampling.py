@@ -24,8 +24,8 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from tasks.training.checkpoint_callbacks import checkpoint_dir
 from tasks.training.prompt_order import stratified_stream
-from tasks.training.run_callbacks import checkpoint_dir
 
 STATE_FILE = "dynamic_sampling.json"
 # Advantages of a zero-variance group are zero up to the rounding of a mean of equal floats.

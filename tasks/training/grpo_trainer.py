@@ -25,8 +25,8 @@ when it is imported.
 from __future__ import annotations
 
 from configs.recipe import TrainingConfig
+from tasks.generation.rollout import with_engine
 from tasks.training.heldout import with_heldout_sampling
-from tasks.training.rollout import with_engine
 from tasks.training.untrained_tasks import UntrainedTasks, with_untrained_heldout
 
 

@@ -20,6 +20,7 @@ and raises a false alarm on every review that rules it out.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -155,3 +156,26 @@ def agreement_words(logs: dict[str, Any], prefix: str = "eval_") -> str:
     ):
         words += f", {name} problems flagged {share:.0%}" if share is not None else ""
     return words
+
+
+_TASK_REWARD = re.compile(r"eval_rewards/(\w+)_reward/mean")
+
+
+def task_means(logs: dict[str, Any]) -> dict[str, float]:
+    """Each trained task's held-out mean, where the held-out prompts are of more than one task:
+    their mean mixes them, and a gain on one hides a loss on the other."""
+    # TRL logs None for a reward function none of the held-out prompts calls.
+    means = {
+        m.group(1): value
+        for key, value in logs.items()
+        if (m := _TASK_REWARD.fullmatch(key)) and value is not None
+    }
+    return means if len(means) > 1 else {}
+
+
+def task_rewards_words(logs: dict[str, Any]) -> str:
+    """Each task's held-out mean, as " (extraction 0.851, insights 0.341)"; empty for one task."""
+    means = task_means(logs)
+    if not means:
+        return ""
+    return " (" + ", ".join(f"{task} {value:.3f}" for task, value in sorted(means.items())) + ")"

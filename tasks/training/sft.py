@@ -26,9 +26,9 @@ from tasks.core.locks import StoreLock
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.memory import returns_memory
 from tasks.core.store import ArtifactStore
-from tasks.training.backends import bf16_training, peft_lora_config
+from tasks.models.backends import bf16_training, peft_lora_config
+from tasks.models.model import load_model_and_tokenizer
 from tasks.training.checkpoints import RunCheckpoints, checkpoint_step, train_from
-from tasks.training.model import load_model_and_tokenizer
 
 # The issues in the order a reference's problem is named by: the rarest in the split first.
 RAREST_FIRST = ("product_issue", "seller_issue", "delivery_issue")
@@ -313,7 +313,7 @@ def build_trainer(
     from transformers.trainer_callback import PrinterCallback
     from trl import SFTTrainer
 
-    from tasks.training import run_callbacks
+    from tasks.training import checkpoint_callbacks, step_log
 
     # SFTTrainer draws the LoRA initialisation before it seeds anything, as GRPOTrainer does
     # (train.py): a run whose process had drawn something else before trained other weights.
@@ -325,10 +325,10 @@ def build_trainer(
         processing_class=tokenizer,
         peft_config=None if config.full_finetune else peft_lora_config(lora),
         callbacks=[
-            run_callbacks.UploadCheckpoints(checkpoints),
-            run_callbacks.LogLoss(),
-            run_callbacks.ReportProgress("SFT"),
-            run_callbacks.StopOnSignal(),
+            checkpoint_callbacks.UploadCheckpoints(checkpoints),
+            step_log.LogLoss(),
+            step_log.ReportProgress("SFT"),
+            checkpoint_callbacks.StopOnSignal(),
         ],
     )
     trainer.remove_callback(PrinterCallback)

@@ -1,15 +1,14 @@
 """When to stop GRPO, and which step was best: early stopping and the entropy-collapse guard.
 
-V4.2's run peaked at step 1,100 and collapsed by 1,500 (entropy fell, reward crashed):
-without early stopping the post-collapse model would have shipped. Each periodic eval reports the
-held-out reward and the policy's entropy; these rules keep the best step, stop after `patience`
-evals without improvement, and stop when entropy stays below a fraction of its first value for
-`entropy_evals` evals in a row. An eval whose held-out answers run to the token limit more often
-than `max_truncated` is never best while one within it exists, and among evals beyond it the one
-that cuts fewer answers is best: GRPO's rewards do not see an answer that goes on after it is done,
-and such an adapter scored well (seed 1 of cpu_tiny: every SQL answer cut at the limit,
-CHANGELOG.md; SmolLM2 after 20 steps at 5e-4: held-out reward up from 0.30 to 0.49 while
-its cut share rose from 1 of 8 to 7 of 8, which a start just beyond the limit must not let through).
+A GRPO run can peak and then collapse (entropy falls, reward crashes), and without early stopping
+the collapsed model ships (CHANGELOG.md, "The runs behind the training code"). Each periodic eval
+reports the held-out reward and the policy's entropy; these rules keep the best step, stop after
+`patience` evals without improvement, and stop when entropy stays below a fraction of its first
+value for `entropy_evals` evals in a row. An eval whose held-out answers run to the token limit
+more often than `max_truncated` is never best while one within it exists, and among evals beyond
+it the one that cuts fewer answers is best: GRPO's rewards do not see an answer that goes on after
+it is done, so a cut answer can score well.
+
 Each eval is read into one record, `HeldoutEval`, and `GUARDS` holds it to the start's, one
 measure a guard: an eval is never best (the start is, at worst) whose answers read the reviews'
 stars worse than the start's did (heldout_readings.py) by more than `max_agreement_drop` (one

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prefect import task
 
@@ -26,7 +26,7 @@ from tasks.core.locks import StoreLock
 from tasks.core.manifests import Adapter, BaseModelArtifact, PreparedData, TrainingRecord
 from tasks.core.memory import returns_memory
 from tasks.core.store import ArtifactStore
-from tasks.training.backends import (
+from tasks.models.backends import (
     UNSLOTH,
     bf16_training,
     load_policy,
@@ -41,7 +41,7 @@ from tasks.training.stopping import StopRules
 from tasks.training.untrained_tasks import UntrainedTasks, untrained_rows
 
 if TYPE_CHECKING:
-    from tasks.training.callbacks import KeepBest
+    from tasks.training.grpo_callbacks import KeepBest
 
 log = logging.getLogger("tucano.train")
 
@@ -278,6 +278,40 @@ def _prompt_stream(
     return extra, [dynamic_sampling.SaveStreamPosition(stream)]
 
 
+class _Callbacks(NamedTuple):
+    all: list[Any]  # the stateful ones first, so their state is in a checkpoint before upload
+    keep_best: KeepBest
+    trainer_arguments: dict[str, Any]  # dynamic sampling's prompt stream, when it is on
+
+
+def _callbacks(
+    training: TrainingConfig,
+    functions: list[RewardFunction],
+    train_rows: list[dict[str, Any]],
+    seed: int,
+    checkpoints: RunCheckpoints,
+    folder: str,
+    resume: Path | None,
+) -> _Callbacks:
+    """The run's callbacks, each restored from the checkpoint it resumes from."""
+    from tasks.training import checkpoint_callbacks, grpo_callbacks, step_log
+
+    rules = stop_rules(training)
+    keep_best = grpo_callbacks.KeepBest(rules, checkpoints, checkpoints.store, folder, resume)
+    extra, sampling_callbacks = _prompt_stream(training, train_rows, seed, resume)
+    stateful: list[Any] = [keep_best, *sampling_callbacks]
+    if training.task_weighting.enabled:
+        stateful.append(grpo_callbacks.task_weighting(training.task_weighting, functions, resume))
+    every = [
+        *stateful,
+        checkpoint_callbacks.UploadCheckpoints(checkpoints),
+        grpo_callbacks.LogSteps(),
+        step_log.ReportProgress(f"GRPO seed {seed}"),
+        checkpoint_callbacks.StopOnSignal(),
+    ]
+    return _Callbacks(every, keep_best, extra)
+
+
 def build_trainer(
     training: TrainingConfig,
     lora: LoraConfig,
@@ -310,8 +344,6 @@ def build_trainer(
     from transformers import set_seed
     from transformers.trainer_callback import PrinterCallback
 
-    from tasks.training import callbacks, run_callbacks
-
     database = str(data.local_database(store))
     functions = reward_functions(training, database, policy.tokenizer)
     guarded = untrained_rows(every_task, training) if heldout_rows else []
@@ -320,12 +352,8 @@ def build_trainer(
     checkpoints = RunCheckpoints(store, f"{folder}/checkpoints", training.keep_checkpoints)
     output_dir = workdir / "checkpoints"
     resume = checkpoints.restore_latest(output_dir)
-    keep_best = callbacks.KeepBest(stop_rules(training), checkpoints, store, folder, resume)
-    extra, sampling_callbacks = _prompt_stream(training, train_rows, seed, resume)
+    callbacks = _callbacks(training, functions, train_rows, seed, checkpoints, folder, resume)
     trainer_class = grpo_trainer_class(training, untrained, prompt_width, seed)
-    stateful: list[Any] = [keep_best, *sampling_callbacks]
-    if training.task_weighting.enabled:
-        stateful.append(callbacks.task_weighting(training.task_weighting, functions, resume))
     # GRPOTrainer draws the LoRA initialisation before it seeds anything: without this, the
     # adapter's A matrices came from whatever the process had drawn before (a cached SFT model
     # drew nothing), and the same run gave different gradients from step 1.
@@ -338,17 +366,10 @@ def build_trainer(
         eval_dataset=Dataset.from_list(heldout_rows) if heldout_rows else None,
         processing_class=policy.tokenizer,
         peft_config=policy.peft_config,
-        # The stateful callbacks come first, so their state is in a checkpoint before upload.
-        callbacks=[
-            *stateful,
-            run_callbacks.UploadCheckpoints(checkpoints),
-            callbacks.LogSteps(),
-            run_callbacks.ReportProgress(f"GRPO seed {seed}"),
-            run_callbacks.StopOnSignal(),
-        ],
-        **extra,
+        callbacks=callbacks.all,
+        **callbacks.trainer_arguments,
     )
-    for callback in stateful:
+    for callback in callbacks.all:
         if hasattr(callback, "attach"):
             callback.attach(trainer)
     # The default printer dumps every metric dict to stdout; LogSteps says what matters.
@@ -363,7 +384,7 @@ def build_trainer(
         workdir=workdir,
         resume=resume,
         trainer=trainer,
-        keep_best=keep_best,
+        keep_best=callbacks.keep_best,
     )
 
 
@@ -391,7 +412,7 @@ def run_trainer(run: SeedRun) -> None:
 def export_adapter(run: SeedRun) -> Adapter:
     """The run's adapter: the best by held-out reward, the final one when nothing was evaluated;
     with the run's summary and log history beside it in the store."""
-    from tasks.training.callbacks import BEST_FOLDER
+    from tasks.training.grpo_callbacks import BEST_FOLDER
 
     state, rules = run.trainer.state, run.keep_best.rules
     run.store.write_json(f"{run.folder}/log_history.json", state.log_history)

@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from configs.recipe import EvalConfig, TrainingConfig
-from tasks.training.answering import generate, score_row
+from tasks.generation.answering import generate, score_row
 
 UNTRAINED_PREFIX = "eval_untrained/"
 

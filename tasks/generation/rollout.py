@@ -8,7 +8,7 @@ are the policy's own: each adapted layer's base weight (dequantized when the pol
 the values the 4-bit matmul computes with) plus its LoRA delta, summed in float32 and rounded
 once to the compute dtype. The copy decodes into a static KV cache, which transformers compiles
 on a GPU; elsewhere its decode steps read the KV cache without copying it per query head
-(tasks/training/attention.py).
+(tasks/generation/attention.py).
 
 Same weights, not importance sampling: the copy differs from what the loss computes with only
 by that one rounding per weight, the size of the kernel-order noise between a batched decode
@@ -24,7 +24,7 @@ import importlib.util
 from types import ModuleType
 from typing import Any
 
-from tasks.training.attention import use_grouped_decode_attention
+from tasks.generation.attention import use_grouped_decode_attention
 
 FAST, PLAIN = "fast", "plain"
 
@@ -116,7 +116,7 @@ class RolloutModel:
         return sequences[:batch, extra:]
 
     def decodes_side_by_side(self, generation_config: Any) -> bool:
-        """Whether a rollout can go through evaluation's decoder (tasks/training/decoding.py): on
+        """Whether a rollout can go through evaluation's decoder (tasks/generation/decoding.py): on
         a CPU, with the fast engine, sampling with what that decoder applies (temperature, top-p)
         and nothing it does not."""
         config = generation_config
@@ -140,7 +140,7 @@ class RolloutModel:
         CPU (benchmarks/pipeline_stages.py)."""
         import torch
 
-        from tasks.training.decoding import decode_side_by_side
+        from tasks.generation.decoding import decode_side_by_side
 
         draws = torch.Generator()
         draws.set_state(torch.get_rng_state())

@@ -18,8 +18,8 @@ from rewards import score
 from rewards.common import completion_text
 from rewards.context import CONTEXT_KEYS
 from tasks.core.progress import Progress
-from tasks.training.decoding import decode_side_by_side
-from tasks.training.rollout import RolloutModel, completions_until_eos
+from tasks.generation.decoding import decode_side_by_side
+from tasks.generation.rollout import RolloutModel, completions_until_eos
 
 
 def _generation_config(config: EvalConfig, tokenizer: Any) -> Any:

@@ -1,8 +1,7 @@
-"""The TRL/transformers callbacks of a GRPO run alone (those SFT shares are in run_callbacks.py).
-
-Each one does one thing: log a readable line per step; apply the dynamic task weights; keep the
-best adapter and stop early. The stateful ones (task weighting, stop rules) write their state
-into every checkpoint and read it back on resume, so a resumed run behaves exactly like an
+"""GRPO's own callbacks: its line per step (rewards, entropy, the held-out readings), the dynamic
+task weights applied to TRL's reward functions, and the stop rules applied after each held-out
+eval, which export a new best adapter and stop the run. The stateful ones write their state into
+every checkpoint and read it back on resume, so a resumed run behaves exactly like an
 uninterrupted one.
 """
 
@@ -10,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,14 +18,16 @@ from transformers import TrainerCallback
 
 from rewards import SCORERS, RewardFunction
 from tasks.core.store import ArtifactStore
+from tasks.training.checkpoint_callbacks import checkpoint_dir, saved_state
 from tasks.training.checkpoints import RunCheckpoints
 from tasks.training.heldout_readings import (
     agreement_words,
     balanced_agreement,
     ruled_out_flagged_share,
     stated_flagged_share,
+    task_means,
+    task_rewards_words,
 )
-from tasks.training.run_callbacks import checkpoint_dir
 from tasks.training.stopping import (
     ENTROPY_UNMEASURED,
     HELDOUT_TRUNCATED,
@@ -42,11 +42,6 @@ log = logging.getLogger("tucano.train")
 TASK_WEIGHTING_FILE = "task_weighting.json"
 STOP_RULES_FILE = "stop_rules.json"
 BEST_FOLDER, BEST_RECORD = "best", "best.json"
-
-
-def _saved_state(resume: Path | None, name: str) -> dict[str, Any] | None:
-    path = resume / name if resume else None
-    return json.loads(path.read_text()) if path is not None and path.exists() else None
 
 
 class LogSteps(TrainerCallback):
@@ -78,29 +73,6 @@ class LogSteps(TrainerCallback):
             )
 
 
-_TASK_REWARD = re.compile(r"eval_rewards/(\w+)_reward/mean")
-
-
-def task_means(logs: dict[str, Any]) -> dict[str, float]:
-    """Each trained task's held-out mean, where the held-out prompts are of more than one task:
-    their mean mixes them, and a gain on one hides a loss on the other."""
-    # TRL logs None for a reward function none of the held-out prompts calls.
-    means = {
-        m.group(1): value
-        for key, value in logs.items()
-        if (m := _TASK_REWARD.fullmatch(key)) and value is not None
-    }
-    return means if len(means) > 1 else {}
-
-
-def task_rewards_words(logs: dict[str, Any]) -> str:
-    """Each task's held-out mean, as " (extraction 0.851, insights 0.341)"; empty for one task."""
-    means = task_means(logs)
-    if not means:
-        return ""
-    return " (" + ", ".join(f"{task} {value:.3f}" for task, value in sorted(means.items())) + ")"
-
-
 def heldout_eval(step: int, logs: dict[str, Any]) -> HeldoutEval:
     """The stop rules' record of the held-out eval an eval log carries."""
     return HeldoutEval(
@@ -123,7 +95,7 @@ class ApplyTaskWeights(TrainerCallback):
     def __init__(
         self, weighting: TaskWeighting, functions: list[RewardFunction], resume: Path | None
     ):
-        saved = _saved_state(resume, TASK_WEIGHTING_FILE)
+        saved = saved_state(resume, TASK_WEIGHTING_FILE)
         self.weighting = TaskWeighting.from_state_dict(saved) if saved else weighting
         self.functions = functions
         self.trainer: Any = None
@@ -167,7 +139,7 @@ class KeepBest(TrainerCallback):
         folder: str,
         resume: Path | None,
     ):
-        saved = _saved_state(resume, STOP_RULES_FILE)
+        saved = saved_state(resume, STOP_RULES_FILE)
         self.rules = StopRules.from_state_dict(saved) if saved else rules
         self.checkpoints, self.store, self.folder = checkpoints, store, folder
         if self.rules.best_step is not None:

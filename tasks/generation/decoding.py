@@ -244,7 +244,7 @@ def _prefill(
     model: Any, input_ids: Any, mask: Any, cache: Any, prefixes: _Prefixes
 ) -> tuple[Any, Any]:
     """A left-padded batch's last logits, and its mask as the cache then holds it: the tokens
-    every row starts with (a task's system message: 319 of an extraction prompt's ~480) once
+    every row starts with (a task's system message, most of an extraction prompt) once
     (and once for all the batches that start with them), then each row's own, so that the shared
     tokens come first and a row's padding after them."""
     import torch
@@ -268,6 +268,50 @@ def _prefill(
     joined = torch.cat([own.new_ones(len(own), shared), own], 1)
     positions = _positions(joined)[:, shared:]
     return _forward(model, input_ids[:, width:], joined, positions, cache), joined
+
+
+def _choose(
+    logits: Any, owners: list[tuple[int, int]], config: Any, states: dict[int, _Batch]
+) -> Any:
+    """One token per row: each batch's rows from its own draws, as `generate` samples them."""
+    import torch
+
+    if not config.do_sample:
+        return logits.argmax(-1)
+    scores = logits / config.temperature if config.temperature != 1.0 else logits
+    if config.top_p is not None and config.top_p < 1.0:
+        from transformers.generation.logits_process import TopPLogitsWarper
+
+        scores = TopPLogitsWarper(config.top_p)(None, scores)
+    probs = torch.softmax(scores, dim=-1)
+    tokens = torch.empty(len(owners), dtype=torch.long)
+    for number in dict.fromkeys(batch for batch, _ in owners):
+        state = states[number]
+        mine = [i for i, (batch, _) in enumerate(owners) if batch == number]
+        draws = torch.empty(len(state.answers), probs.shape[1])
+        draws.exponential_(generator=state.generator)
+        rows_of_batch = torch.tensor([owners[i][1] for i in mine])
+        tokens[mine] = (probs[mine] / draws[rows_of_batch]).argmax(-1)
+    return tokens
+
+
+def _append_tokens(
+    flight: _Rows, states: dict[int, _Batch], ends: Any, max_new_tokens: int
+) -> None:
+    """Each row's newest token onto its answer; the rows whose answer ended leave the flight."""
+    import torch
+
+    kept = []
+    ended = torch.isin(flight.last, ends).tolist()
+    tokens = flight.last.tolist()
+    for i, (token, (batch, row)) in enumerate(zip(tokens, flight.owners, strict=True)):
+        answer = states[batch].answers[row]
+        answer.append(token)
+        if ended[i] or len(answer) == max_new_tokens:
+            states[batch].live -= 1
+        else:
+            kept.append(i)
+    flight.keep(kept)
 
 
 def decode_side_by_side(
@@ -294,26 +338,6 @@ def decode_side_by_side(
     flight, admitted, handed = _Rows(), 0, 0
     prefixes = _Prefixes()
 
-    def choose(logits: Any, owners: list[tuple[int, int]]) -> Any:
-        """One token per row: each batch's rows from its own draws."""
-        if not config.do_sample:
-            return logits.argmax(-1)
-        scores = logits / config.temperature if config.temperature != 1.0 else logits
-        if config.top_p is not None and config.top_p < 1.0:
-            from transformers.generation.logits_process import TopPLogitsWarper
-
-            scores = TopPLogitsWarper(config.top_p)(None, scores)
-        probs = torch.softmax(scores, dim=-1)
-        tokens = torch.empty(len(owners), dtype=torch.long)
-        for number in dict.fromkeys(batch for batch, _ in owners):
-            state = states[number]
-            mine = [i for i, (batch, _) in enumerate(owners) if batch == number]
-            draws = torch.empty(len(state.answers), probs.shape[1])
-            draws.exponential_(generator=state.generator)
-            rows_of_batch = torch.tensor([owners[i][1] for i in mine])
-            tokens[mine] = (probs[mine] / draws[rows_of_batch]).argmax(-1)
-        return tokens
-
     with torch.no_grad():
         while waiting is not None or flight:
             while waiting is not None and (not flight or len(flight) + len(waiting[0]) <= rows):
@@ -325,20 +349,10 @@ def decode_side_by_side(
                 cache = _prefill_cache(model, config.max_new_tokens)
                 logits, mask = _prefill(model, input_ids, mask, cache, prefixes)
                 owners = [(admitted, row) for row in range(len(input_ids))]
-                flight.add(cache, mask, choose(logits, owners), owners)
+                flight.add(cache, mask, _choose(logits, owners, config, states), owners)
                 admitted += 1
                 waiting = next(pending, None)
-            kept = []
-            ended = torch.isin(flight.last, ends).tolist()
-            tokens = flight.last.tolist()
-            for i, (token, (batch, row)) in enumerate(zip(tokens, flight.owners, strict=True)):
-                answer = states[batch].answers[row]
-                answer.append(token)
-                if ended[i] or len(answer) == config.max_new_tokens:
-                    states[batch].live -= 1
-                else:
-                    kept.append(i)
-            flight.keep(kept)
+            _append_tokens(flight, states, ends, config.max_new_tokens)
             while handed in states and not states[handed].live:
                 yield states.pop(handed).answers
                 handed += 1
@@ -352,4 +366,4 @@ def decode_side_by_side(
                     flight.cache,
                 )
                 flight.positions = flight.positions + 1
-                flight.last = choose(logits, flight.owners)
+                flight.last = _choose(logits, flight.owners, config, states)

@@ -12,7 +12,7 @@ from typing import Any
 from configs.recipe import LoraConfig
 from tasks.core.manifests import BaseModelArtifact
 from tasks.core.store import ArtifactStore
-from tasks.training.model import load_model_and_tokenizer, load_tokenizer, model_path
+from tasks.models.model import load_model_and_tokenizer, load_tokenizer, model_path
 
 UNSLOTH, PEFT = "unsloth", "peft"
 log = logging.getLogger("tucano.train")
