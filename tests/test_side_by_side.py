@@ -3,9 +3,7 @@ thread each, on a real Prefect server. What they make is what the same pipeline 
 process; stopped however it is stopped, such a run ends whole within the grace period, and the
 same command then ends as the run never interrupted did: SIGTERM while both seeds are in a step
 that would last minutes; Ctrl-C, SIGKILL of one child and SIGKILL of the parent alone in turn,
-then the report and adapters of the uninterrupted run.
-
-One uninterrupted side-by-side run serves both comparisons (a module's tests share a worker).
+then the report and adapters of the same pipeline run in one process, uninterrupted.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
 import torch
@@ -56,16 +53,9 @@ SIDE_BY_SIDE = {
 }
 
 
-class Uninterrupted(NamedTuple):
-    store: ArtifactStore
-    report: dict
-    started: datetime
-    ended: datetime
-
-
-def _pipeline(root: Path, recipe: dict) -> tuple[ArtifactStore, dict]:
+def _pipeline(root: Path, recipe: dict) -> ArtifactStore:
     """The pipeline in this process, on one thread (threads sum floating point in their own
-    order), with the children's one thread each."""
+    order), as the side-by-side children each run on one."""
     config = root / "recipe.yaml"
     root.mkdir()
     config.write_text(yaml.safe_dump(recipe))
@@ -73,65 +63,29 @@ def _pipeline(root: Path, recipe: dict) -> tuple[ArtifactStore, dict]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        report = in_store(pipeline_flow, store)(str(config), store.root, str(SHIPPED_DATA))
+        in_store(pipeline_flow, store)(str(config), store.root, str(SHIPPED_DATA))
     finally:
         torch.set_num_threads(threads)
-    return store, store.read_json(report.report_json)
+    return store
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory, prefect_api) -> Uninterrupted:
-    started = datetime.now(UTC)
-    store, report = _pipeline(tmp_path_factory.mktemp("uninterrupted") / "run", SIDE_BY_SIDE)
-    return Uninterrupted(store, report, started, datetime.now(UTC))
+def one_process(tmp_path_factory: pytest.TempPathFactory, prefect_api) -> ArtifactStore:
+    """The side-by-side recipe's pipeline in one process, never interrupted: the reference."""
+    root = tmp_path_factory.mktemp("one-process") / "run"
+    return _pipeline(root, {**SIDE_BY_SIDE, "processes": 1})
 
 
-def _flow_runs_named(names: list[str], between: Uninterrupted) -> list:
-    """Flow runs of these names the uninterrupted run started (the server is the worker's,
-    shared)."""
+def _flow_runs_named(names: list[str], started: datetime, ended: datetime) -> list:
+    """Flow runs of these names started between `started` and `ended` (the tests' server is
+    shared with other tests of this worker)."""
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(sort=FlowRunSort.ID_DESC, limit=200)
     return [
         run
         for run in runs
-        if run.name in names and between.started <= run.start_time <= between.ended
+        if run.name in names and run.start_time and started <= run.start_time <= ended
     ]
-
-
-def test_side_by_side_seeds_and_evaluations_make_what_one_process_makes(
-    uninterrupted: Uninterrupted, tmp_path: Path
-) -> None:
-    """`processes: 2`: the seeds train, then the models answer the eval split, two at a time,
-    each its own flow run on the server; the pipeline goes on with what they left, which is what
-    one process makes."""
-    side, side_report = uninterrupted.store, uninterrupted.report
-    alone, alone_report = _pipeline(tmp_path / "one-process", {**SIDE_BY_SIDE, "processes": 1})
-    assert side_report["comparison"] == alone_report["comparison"]
-    for mine, theirs in zip(side_report["adapters"], alone_report["adapters"], strict=True):
-        assert side.read_bytes(f"{mine['folder']}/{WEIGHTS}") == alone.read_bytes(
-            f"{theirs['folder']}/{WEIGHTS}"
-        )
-    # Each seed trained in a child, as a flow run of its own (no parent), both at once.
-    children = [
-        run
-        for run in _flow_runs_named(["train-seed-7", "train-seed-8"], uninterrupted)
-        if run.parent_task_run_id is None
-    ]
-    assert sorted(run.name for run in children) == ["train-seed-7", "train-seed-8"]
-    first, second = sorted(children, key=lambda run: run.start_time)
-    assert second.start_time < first.end_time, "the seeds did not train at the same time"
-    # The start model and each seed that changed it answer in a child, in whole rounds of two
-    # (an odd one is the pipeline's own); a seed that kept its start gives the start's answers,
-    # with no process of its own.
-    changed = [
-        f"evaluate-seed-{adapter['seed']}"
-        for adapter in side_report["adapters"]
-        if not adds_nothing(Adapter.model_validate(adapter), side)
-    ]
-    answering = ["evaluate-start", *changed]
-    names = ["evaluate-start", "evaluate-seed-7", "evaluate-seed-8"]
-    evaluated = _flow_runs_named(names, uninterrupted)
-    assert sorted(run.name for run in evaluated) == sorted(answering[: len(answering) // 2 * 2])
 
 
 def test_a_failing_side_by_side_run_stops_the_stage_and_names_itself(
@@ -242,41 +196,46 @@ def _both_seeds_past(run: PipelineRun, artifacts: Path, before: dict[str, int]) 
         time.sleep(0.1)
 
 
-def _child_training(run: PipelineRun) -> tuple[int, int]:
-    """A side-by-side child training a seed, and its seed."""
+def _children_training(run: PipelineRun) -> dict[int, int]:
+    """The side-by-side children training a seed, by seed."""
+    children = {}
     for pid in run.its_processes():
         command = command_line(pid)
         if "flows.side_by_side" in command and (seed := re.search(r'"seed": (\d+)', command)):
-            return pid, int(seed[1])
-    raise AssertionError(f"no child trains a seed: {run.its_processes()}")
+            children[int(seed[1])] = pid
+    assert children, f"no child trains a seed: {run.its_processes()}"
+    return children
 
 
 def _report(artifacts: Path) -> dict:
-    """The report, less each adapter's fingerprint: the digest of its folder, whose config names
-    the base model by its path in the store (and lists the LoRA modules in a set's order), so
-    one adapter has another fingerprint in another store; its weights are compared apart."""
+    """The report, less the recipe's fingerprint (the reference's recipe says `processes: 1`)
+    and each adapter's: the digest of its folder, whose config names the base model by its path
+    in the store (and lists the LoRA modules in a set's order), so one adapter has another
+    fingerprint in another store; its weights are compared apart."""
     (report,) = artifacts.glob("reports/*/report.json")
     report = json.loads(report.read_text())
+    del report["config_fingerprint"]
     for adapter in report["adapters"]:
         del adapter["fingerprint"]
     return report
 
 
-def _final_adapters(artifacts: Path) -> dict[str, bytes]:
-    return {
-        path.parents[1].name: path.read_bytes()
-        for path in artifacts.glob("runs/*/final/adapter_model.safetensors")
-    }
+def _adapters(artifacts: Path) -> dict[str, bytes]:
+    """Each run's final adapter and the adapter its report names (the best, or the final)."""
+    named = [adapter["folder"] for adapter in _report(artifacts)["adapters"]]
+    finals = [str(path.parent.relative_to(artifacts)) for path in artifacts.glob("runs/*/final")]
+    return {folder: (artifacts / folder / WEIGHTS).read_bytes() for folder in {*named, *finals}}
 
 
-def test_a_side_by_side_run_stopped_every_way_resumes_to_the_uninterrupted_report(
-    uninterrupted: Uninterrupted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_side_by_side_run_stopped_every_way_resumes_to_what_one_process_makes(
+    one_process: ArtifactStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Seeds side by side, stopped by Ctrl-C (the children get SIGTERM from the parent), then by a
-    child's SIGKILL (the OOM killer), then by the parent's SIGKILL with its children left behind:
-    each time every process ends within the grace period, and the same command, run again after
-    all three, ends with the very report and adapters of a run never interrupted. The command
-    runs on one thread, as the uninterrupted run's evaluation in its parent did."""
+    """`processes: 2`: the seeds train in children, each its own flow run on the server, both at
+    once. Stopped by Ctrl-C (the children get SIGTERM from the parent), then by a child's SIGKILL
+    (the OOM killer), then by the parent's SIGKILL with its children left behind: each time every
+    process ends within the grace period. The same command, run again after all three, evaluates
+    the models two at a time and ends with the very report and adapters of the pipeline run in
+    one process, never interrupted. The command runs on one thread, as the reference did."""
     for name, value in ONE_THREAD.items():
         monkeypatch.setenv(name, value)
     folder = tmp_path / "interrupted"
@@ -286,18 +245,25 @@ def test_a_side_by_side_run_stopped_every_way_resumes_to_the_uninterrupted_repor
     def again() -> PipelineRun:
         return PipelineRun(folder, None, recipe=SIDE_BY_SIDE, artifacts=artifacts)
 
+    started = datetime.now(UTC)
     run = again()
     try:
         _both_seeds_past(run, artifacts, {})
-        run.its_processes()
+        # Each seed trains in a child of its own, both at once.
+        assert sorted(_children_training(run)) == [7, 8]
         run.stop(signal.SIGINT, kept=re.escape(GENERIC_STOP.format(artifacts)))
     finally:
         run.end()
+    children = _flow_runs_named(["train-seed-7", "train-seed-8"], started, datetime.now(UTC))
+    assert sorted(run.name for run in children if run.parent_task_run_id is None) == [
+        "train-seed-7",
+        "train-seed-8",
+    ]
 
     run = again()
     try:
         _both_seeds_past(run, artifacts, _newest_checkpoints(artifacts))
-        child, seed = _child_training(run)
+        seed, child = next(iter(_children_training(run).items()))
         terminate(run, lambda: os.kill(child, signal.SIGKILL))
         assert run.process.returncode == 1, run.output[-3000:]
         said = re.search(rf"seed={seed}\) ended with exit status -9", run.output)
@@ -316,12 +282,26 @@ def test_a_side_by_side_run_stopped_every_way_resumes_to_the_uninterrupted_repor
     finally:
         run.end()
 
+    started = datetime.now(UTC)
     run = again()
     try:
         assert run.process.wait(timeout=600) == 0, run.output[-3000:]
     finally:
         run.end()
     assert "resuming at step " in run.output
-    reference = Path(uninterrupted.store.root)
-    assert _report(artifacts) == _report(reference)
-    assert _final_adapters(artifacts) == _final_adapters(reference)
+    assert _report(artifacts) == _report(Path(one_process.root))
+    assert _adapters(artifacts) == _adapters(Path(one_process.root))
+    # The start model and each seed that changed it answer in a child, in whole rounds of two
+    # (an odd one is the pipeline's own); a seed that kept its start gives the start's answers,
+    # with no process of its own.
+    report = json.loads(next(artifacts.glob("reports/*/report.json")).read_text())
+    store = ArtifactStore(artifacts)
+    changed = [
+        f"evaluate-seed-{adapter['seed']}"
+        for adapter in report["adapters"]
+        if not adds_nothing(Adapter.model_validate(adapter), store)
+    ]
+    answering = ["evaluate-start", *changed]
+    names = ["evaluate-start", "evaluate-seed-7", "evaluate-seed-8"]
+    evaluated = _flow_runs_named(names, started, datetime.now(UTC))
+    assert sorted(run.name for run in evaluated) == sorted(answering[: len(answering) // 2 * 2])
