@@ -208,13 +208,15 @@ def _children_training(run: PipelineRun) -> dict[int, int]:
 
 
 def _report(artifacts: Path) -> dict:
-    """The report, less the recipe's fingerprint (the reference's recipe says `processes: 1`)
-    and each adapter's: the digest of its folder, whose config names the base model by its path
-    in the store (and lists the LoRA modules in a set's order), so one adapter has another
-    fingerprint in another store; its weights are compared apart."""
+    """The report, less the recipe's fingerprint (the reference's recipe says `processes: 1`),
+    its folder's name and each adapter's fingerprint: the digest of its folder, whose config
+    names the base model by its path in the store (and lists the LoRA modules in a set's order),
+    so one adapter has another fingerprint in another store; its weights are compared apart."""
     (report,) = artifacts.glob("reports/*/report.json")
     report = json.loads(report.read_text())
     del report["config_fingerprint"]
+    # The report's folder is named by its inputs, the recipe among them.
+    report["plots"] = [Path(plot).name for plot in report["plots"]]
     for adapter in report["adapters"]:
         del adapter["fingerprint"]
     return report
@@ -223,7 +225,7 @@ def _report(artifacts: Path) -> dict:
 def _adapters(artifacts: Path) -> dict[str, bytes]:
     """Each run's final adapter and the adapter its report names (the best, or the final)."""
     named = [adapter["folder"] for adapter in _report(artifacts)["adapters"]]
-    finals = [str(path.parent.relative_to(artifacts)) for path in artifacts.glob("runs/*/final")]
+    finals = [str(path.relative_to(artifacts)) for path in artifacts.glob("runs/*/final")]
     return {folder: (artifacts / folder / WEIGHTS).read_bytes() for folder in {*named, *finals}}
 
 
