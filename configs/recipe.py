@@ -320,8 +320,8 @@ class TrainingConfig(_Strict):
         gt=0,
         description="Completions per forward and backward pass of the update; a step's passes "
         "accumulate into one optimizer step, so only the time changes. None: the whole step in "
-        "one pass (what a GPU wants). On a CPU one pass of 16 SmolLM2 completions of 580 tokens "
-        "took 30 s, four passes of 4 took 17 s (benchmarks/pipeline_stages.py).",
+        "one pass (what a GPU wants). On a CPU smaller passes can be faster: each keeps fewer "
+        "activations (benchmarks/pipeline_stages.py measures it).",
     )
     max_completion_length: int = Field(
         512, gt=0, description="Token budget of a rollout; a longer answer is cut and scored so."
@@ -408,8 +408,7 @@ class TrainingConfig(_Strict):
         None,
         gt=0,
         description="Held-out prompts answered in one generation pass; none = prompts_per_step. "
-        "Fewer, wider passes make an eval cheaper on a CPU (SmolLM2, 16 held-out reviews: "
-        "52-56 s in one pass, about 80 s in passes of 4). The batches set the random draws, so "
+        "Fewer, wider passes make an eval cheaper on a CPU. The batches set the random draws, so "
         "changing this changes the answers.",
     )
     heldout_temperature: float | None = Field(
@@ -521,24 +520,23 @@ class SftConfig(_Strict):
         None,
         description="Share of each task in SFT's max_steps x batch_size examples, drawn from the "
         "train split (a task's rows repeat when it has fewer); null: the train split as dealt. A "
-        "short SFT sees a task of a tenth of the split a few dozen times: SmolLM2 after 80 steps "
-        "of 4 looped the insights' list of actions until cut on 43% of its answers.",
+        "short SFT sees a task of a tenth of the split only a few dozen times, too few to learn "
+        "where its answer ends.",
     )
     balance_issues: bool = Field(
         False,
         description="Deal SFT's extraction examples equally over the problem each reference "
         "flags (a product, seller or delivery issue, or none), as far as the split has them. "
         "Dealt as the split comes, a few dozen examples hold a product or seller complaint a "
-        "handful of times: SmolLM2 then never flagged one, not even in samples at 0.8, so GRPO "
-        "had nothing to learn it from.",
+        "handful of times, too few for the model to flag one, and GRPO has nothing to learn "
+        "the flag from.",
     )
     batches_by_length: bool = Field(
         False,
         description="Batch examples of about one length together, the batches in a seeded order, "
-        "instead of drawing each batch at random: a batch is padded to its longest example, and "
-        "cpu_smol's random batches were 31% padding, by length 0.5%. Off in the shipped "
-        "recipes: cpu_smol's SFT by length took 1 min 47 s less, but its two draws made start "
-        "models that GRPO did not improve and the whole run no shorter (CHANGELOG.md).",
+        "instead of drawing each batch at random: a batch is padded to its longest example, so "
+        "batches by length pad far less. Off in the shipped recipes: its start models did not "
+        "train better (CHANGELOG.md).",
     )
     cpu_bf16: bool = Field(False, description=CPU_BF16_HELP)
     gradient_checkpointing: bool = Field(True, description=GRADIENT_CHECKPOINTING_HELP)
