@@ -1,9 +1,8 @@
 """A stage's independent flow runs in processes side by side, one torch thread each.
 
-On a CPU, one process of a small model does not keep two threads busy: on two cores, two
-processes of one thread each answered 1.54 times the prompts that one process of two threads did
-in the same time (short decodes, benchmarks/threads.py); in the default run two GRPO seeds side by
-side did 1.25 times the work, two evaluations about 1.3 times. A recipe's `processes` runs that
+On a CPU, one process of a small model does not keep two threads busy: two processes of one
+thread each do more work on two cores than one process of two threads (benchmarks/threads.py
+measures it; CHANGELOG.md has the default run's figures). A recipe's `processes` runs that
 many of a stage's runs at once (the seeds' GRPO runs, then the evaluations; `whole_rounds` says
 which), each as its own flow run of the run's Prefect API (the temporary server of a `tucano`
 run, or the one PREFECT_API_URL names), so the UI and the terminal show each one's progress.

@@ -44,10 +44,8 @@ CHURN_RISKS = ("baixo", "medio", "alto")
 # The prompt's schema is written from this table, so the instructions and the reward cannot drift
 # apart; VALUE_CHECKS below holds each field's typed check. The score comes before the sentiment
 # because a model writes the fields in this order: the number it copies from the stars is then
-# written before the word that follows from it. Asked the other way round, SmolLM2 after 80 SFT
-# steps agreed with the stars on 54-71% of a star group, against 83-92% score first (one probe
-# each; a later whole run's SFT model still said "negativo" to most high-star reviews:
-# CHANGELOG.md).
+# written before the word that follows from it; asked the other way round, a small model agrees
+# with the stars less (CHANGELOG.md, "The runs behind the reward rules").
 FIELDS: dict[str, str] = {
     "sentiment_score": "inteiro de 1 a 5: a nota que o texto expressa",
     "sentiment": '"positivo", "neutro" ou "negativo"',

@@ -420,8 +420,8 @@ class Reading:
 
     def recommends_against_the_review(self, answer: dict[str, object]) -> bool:
         """A recommendation the review rules out (its words, or one or two stars). Weighed only
-        as evidence, it cost too little: GRPO on SmolLM2 said one- and two-star customers would
-        recommend the shop (49 of 51) to flag every issue instead (CHANGELOG.md)."""
+        as evidence, it costs too little: GRPO can trade it for flagging every issue
+        (CHANGELOG.md)."""
         recommend = self.fields.get("would_recommend")
         return (
             recommend is not None
