@@ -21,7 +21,6 @@ from tasks.prep.olist import fingerprint_source
 
 from . import durations
 from .isolation import LeftoverProcesses
-from .servers import migrated_database
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_DATA = REPO_ROOT / "data" / "olist"
@@ -105,38 +104,19 @@ def all_complete_steps(store: ArtifactStore) -> list[int]:
     return sorted(step for steps in complete_checkpoints(store).values() for step in steps)
 
 
-@pytest.fixture(scope="session")
-def migrated_prefect_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated Prefect database, copied by every server the suite starts."""
-    return migrated_database(tmp_path_factory.getbasetemp().parent)
-
-
 @pytest.fixture(scope="module")
-def prefect_home(tmp_path_factory: pytest.TempPathFactory, migrated_prefect_db: Path) -> Path:
+def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Prefect home for a module's runs that start a temporary server of their own: its
-    database is migrated already and kept for the module's runs (seconds a run)."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    shutil.copyfile(migrated_prefect_db, home / "prefect.db")
-    return home
+    database is set up once (seconds a run)."""
+    return tmp_path_factory.mktemp("prefect-home")
 
 
 @pytest.fixture(scope="session")
-def prefect_api(migrated_prefect_db: Path):
-    """A real (temporary, SQLite) Prefect server for the tests that run flows, on a copy of the
-    migrated database: the harness makes its database in a folder of `mkdtemp`'s, found here."""
-    from unittest import mock
+def prefect_api():
+    """A real (temporary, SQLite) Prefect server for the tests that run flows."""
+    from prefect.testing.utilities import prefect_test_harness
 
-    from prefect.testing import utilities
-
-    def database_folder() -> str:
-        folder = tempfile.mkdtemp()
-        shutil.copyfile(migrated_prefect_db, Path(folder) / "prefect-test.db")
-        return folder
-
-    with (
-        mock.patch.object(utilities, "mkdtemp", database_folder),
-        utilities.prefect_test_harness(server_startup_timeout=120),
-    ):
+    with prefect_test_harness(server_startup_timeout=120):
         yield
 
 

@@ -4,16 +4,13 @@ process workers, moto's S3, and a git remote holding this checkout."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import glob
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 import time
 import urllib.request
@@ -159,35 +156,10 @@ def _stop_tree(process: subprocess.Popen, timeout: float = 20) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def migrated_database(shared: Path) -> Path:
-    """A Prefect database with every migration applied, made once for all the suite's processes
-    (the xdist workers share `shared`, and one of them makes it while the others wait): a server
-    started on a copy has nothing to migrate, which on a new database costs about 8 s of CPU."""
-    from prefect import __version__
-
-    template = shared / f"prefect-{__version__}-migrated.db"
-    with (shared / f"{template.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not template.exists():
-            home = Path(tempfile.mkdtemp(prefix="migrating-", dir=shared))
-            env = {key: value for key, value in os.environ.items() if "DATABASE" not in key}
-            subprocess.run(
-                [str(BIN / "prefect"), "server", "database", "reset", "-y"],
-                env={**env, "PREFECT_HOME": str(home)},
-                capture_output=True,
-                check=True,
-            )
-            os.replace(home / "prefect.db", template)
-            shutil.rmtree(home)
-    return template
-
-
-def start_prefect_server(root: Path, database: Path) -> PrefectServer:
-    """`prefect server start` in a home of its own under `root`, on a copy of `database`."""
+def start_prefect_server(root: Path) -> PrefectServer:
     home, logs = root / "prefect-home", root / "logs"
     home.mkdir(parents=True)
     logs.mkdir()
-    shutil.copyfile(database, home / "prefect.db")
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     env = {
