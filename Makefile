@@ -48,7 +48,7 @@ pipeline: $(STAMP)
 
 # The machinery on the tiny random-weight model, in minutes: every stage runs, nothing is learned.
 smoke: $(STAMP)
-	$(VENV)/bin/tucano pipeline --config configs/cpu_tiny.yaml --artifacts artifacts/smoke $(ARGS)
+	$(VENV)/bin/tucano pipeline --recipe configs/cpu_tiny.yaml --artifacts artifacts/smoke $(ARGS)
 
 test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check .

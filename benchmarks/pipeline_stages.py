@@ -42,7 +42,7 @@ def run_pipeline(recipe: str, data: str, store: Path) -> dict[str, Any]:
     env.pop("PREFECT_API_URL", None)
     command = [
         str(ROOT / ".venv" / "bin" / "tucano"), "pipeline",
-        "--config", recipe, "--artifacts", str(store), "--data", data,
+        "--recipe", recipe, "--artifacts", str(store), "--data", data,
     ]  # fmt: skip
     started = time.monotonic()
     subprocess.run(command, cwd=ROOT, env=env, check=True)

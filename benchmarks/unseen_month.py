@@ -13,7 +13,7 @@ two-star reviews read blind, one by one): of the complaints a person read as the
 the seller's), how many the model flags as such and not as a delivery problem.
 
 Usage: .venv/bin/python benchmarks/unseen_month.py --store artifacts [--month 2018-06]
-       [--model seed-N] [--config configs/cpu_smol.yaml] [--keep DIR]
+       [--model seed-N] [--recipe configs/cpu_smol.yaml] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def analyze(args: argparse.Namespace, data: Path, output: Path) -> dict[str, Any
     env = {**os.environ, "PREFECT_HOME": str(home)}
     env.pop("PREFECT_API_URL", None)
     command = [
-        str(ROOT / ".venv" / "bin" / "tucano"), "analyze", "--config", args.config,
+        str(ROOT / ".venv" / "bin" / "tucano"), "analyze", "--recipe", args.recipe,
         "--artifacts", str(args.store), "--data", str(data), "--model", args.model,
         "--output", str(output),
     ]  # fmt: skip
@@ -174,7 +174,7 @@ def main() -> None:
     parser.add_argument("--store", type=Path, required=True, help="a finished run's store")
     parser.add_argument("--month", default="2018-06", help="YYYY-MM of the orders' purchase")
     parser.add_argument("--model", help="seed-N (default: the best seed on extraction)")
-    parser.add_argument("--config", default=str(ROOT / "configs" / "cpu_smol.yaml"))
+    parser.add_argument("--recipe", default=str(ROOT / "configs" / "cpu_smol.yaml"))
     parser.add_argument("--keep", type=Path, help="folder to keep the month's data and rows in")
     args = parser.parse_args()
     args.store = args.store.resolve()

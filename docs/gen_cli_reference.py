@@ -40,7 +40,7 @@ def _takes_value(action: argparse.Action) -> bool:
 
 
 def synopsis(name: str, parser: argparse.ArgumentParser) -> str:
-    """`tucano train --seed SEED [--config CONFIG] ...`: what must be given first, then the rest."""
+    """`tucano train --seed SEED [--recipe RECIPE] ...`: what must be given first, then the rest."""
     words = [f"tucano {name}"]
     for action in sorted(options(parser), key=lambda a: not a.required):
         flag = action.option_strings[-1]

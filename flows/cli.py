@@ -1,4 +1,4 @@
-"""`tucano`: one subcommand per Prefect flow (and `score`, `deploy`), taking --config, --artifacts
+"""`tucano`: one subcommand per Prefect flow (and `score`, `deploy`), taking --recipe, --artifacts
 and, where a flow reads the run's data, --data."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _context_keys() -> str:
     return "\n".join(lines)
 
 
-# Which shared options a subcommand takes: none, the recipe and the store (--config,
+# Which shared options a subcommand takes: none, the recipe and the store (--recipe,
 # --artifacts), or those and the run's data (--data).
 NO_SHARED, STORE, DATA = "none", "store", "data"
 
@@ -64,7 +64,7 @@ COMMANDS = (
         NO_SHARED,
         (
             (
-                "--config",
+                "--recipe",
                 {
                     "default": str(DEFAULT_RECIPE),
                     "help": "YAML recipe whose monitoring: thresholds judge the extraction answers",
@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     from flows.parameters import DEFAULT_ARTIFACTS, DEFAULT_DATA
 
     store = argparse.ArgumentParser(add_help=False)
-    store.add_argument("--config", default=str(DEFAULT_RECIPE), help="YAML recipe (configs/)")
+    store.add_argument("--recipe", default=str(DEFAULT_RECIPE), help="YAML recipe (configs/)")
     store.add_argument(
         "--artifacts",
         default=DEFAULT_ARTIFACTS,
@@ -199,7 +199,7 @@ def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], A
     from flows import pipeline, production
     from flows.storage import in_store
 
-    kwargs: dict[str, Any] = {"config": args.config, "artifacts": args.artifacts}
+    kwargs: dict[str, Any] = {"recipe_path": args.recipe, "artifacts": args.artifacts}
     if args.command == "export":
         flow = production.export_flow
         kwargs.update(model=args.model, to=args.to)
@@ -207,7 +207,7 @@ def _flow_call(args: argparse.Namespace, store: ArtifactStore) -> Callable[[], A
         flow = production.analyze_flow
         kwargs.update(data=args.data, model=args.model, output=args.output, limit=args.limit)
     elif args.command == "audit":
-        flow, kwargs = pipeline.audit_flow, {"config": args.config}
+        flow, kwargs = pipeline.audit_flow, {"recipe_path": args.recipe}
     elif args.command == "compare" and args.base_eval:
         flow = pipeline.compare_evaluations_flow
         kwargs.update(base_eval=args.base_eval, candidate_eval=args.candidate_eval)
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "deploy":
         return deploy_command(args)
     try:
-        recipe = load_recipe(args.config)
+        recipe = load_recipe(args.recipe)
     except RecipeError as exc:
         print(f"tucano: {exc}", file=sys.stderr)
         return 2

@@ -117,7 +117,7 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
     log = get_run_logger()
     # 1. Has anything changed since the last successful retraining (data, or the recipe)?
     source = fingerprint_source(paths["data"])
-    state = champions.training_state(source.fingerprint, paths["config"])
+    state = champions.training_state(source.fingerprint, paths["recipe_path"])
     if store.exists(champions.LAST_TRAINED) and store.read_json(champions.LAST_TRAINED) == state:
         decision = champions.new_decision(
             "unchanged", "data and recipe unchanged since the last retraining", source.fingerprint
@@ -127,7 +127,9 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         return decision
     # 2. The new eval split must hold no prompt that any champion trained on (it would be scored
     # on its own training prompts): refused before anything trains, the reason recorded.
-    new_eval = store.read_jsonl(prepare(load_recipe(paths["config"]), store, paths["data"]).eval)
+    new_eval = store.read_jsonl(
+        prepare(load_recipe(paths["recipe_path"]), store, paths["data"]).eval
+    )
     trained_on = champions.eval_prompts_trained_on(
         champions.champion_history(store), new_eval, store
     )

@@ -55,9 +55,9 @@ class RunInputs(BaseModel):
     )
 
     def paths(self) -> dict[str, str]:
-        """The `config`, `artifacts`, `data` arguments every flow in flows/pipeline.py takes."""
+        """The `recipe_path`, `artifacts`, `data` arguments of every flow in flows/pipeline.py."""
         return {
-            "config": project_path(self.recipe),
+            "recipe_path": project_path(self.recipe),
             "artifacts": project_path(self.artifacts),
             "data": project_path(self.data),
         }

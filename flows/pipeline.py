@@ -44,8 +44,8 @@ from tasks.training.train import seed_finished, train_seed_task
 LATEST_RUN = "pipeline/latest.json"
 
 
-def _open(config: str, artifacts: str) -> tuple[Recipe, ArtifactStore]:
-    return load_recipe(config), ArtifactStore(artifacts)
+def _open(recipe_path: str, artifacts: str) -> tuple[Recipe, ArtifactStore]:
+    return load_recipe(recipe_path), ArtifactStore(artifacts)
 
 
 def prepare(recipe: Recipe, store: ArtifactStore, data: str) -> PreparedData:
@@ -162,28 +162,30 @@ def _report(
 
 @flow(name="tucano-data")
 def data_flow(
-    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+    recipe_path: str = str(DEFAULT_RECIPE),
+    artifacts: str = DEFAULT_ARTIFACTS,
+    data: str = DEFAULT_DATA,
 ) -> PreparedData:
-    recipe, store = _open(config, artifacts)
+    recipe, store = _open(recipe_path, artifacts)
     # 1. Data prep: schema-checked Olist tables -> four prompt sets, eval split, SQLite copy.
     return prepare(recipe, store, data)
 
 
 @flow(name="tucano-audit")
-def audit_flow(config: str = str(DEFAULT_RECIPE)) -> AuditResult:
+def audit_flow(recipe_path: str = str(DEFAULT_RECIPE)) -> AuditResult:
     # 2. Reward audit gate, on the shipped audit set and database: raises AuditFailed when the
     # rewards disagree with the human scores.
-    return audit_gate_task(load_recipe(config).audit)
+    return audit_gate_task(load_recipe(recipe_path).audit)
 
 
 @flow(name="tucano-train", flow_run_name="train-seed-{seed}")
 def train_flow(
-    config: str = str(DEFAULT_RECIPE),
+    recipe_path: str = str(DEFAULT_RECIPE),
     artifacts: str = DEFAULT_ARTIFACTS,
     data: str = DEFAULT_DATA,
     seed: int = 42,
 ) -> Adapter:
-    recipe, store = _open(config, artifacts)
+    recipe, store = _open(recipe_path, artifacts)
     # 1-2. Data prep and the reward audit gate (cached when unchanged).
     prepared = prepare_audited(recipe, store, data)
     # 3. GRPO training of one seed from the base model (the SFT model, with SFT).
@@ -193,9 +195,11 @@ def train_flow(
 
 @flow(name="tucano-sft")
 def sft_flow(
-    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+    recipe_path: str = str(DEFAULT_RECIPE),
+    artifacts: str = DEFAULT_ARTIFACTS,
+    data: str = DEFAULT_DATA,
 ) -> BaseModelArtifact:
-    recipe, store = _open(config, artifacts)
+    recipe, store = _open(recipe_path, artifacts)
     # 1-2. Data prep and the reward audit gate (cached when unchanged).
     prepared = prepare_audited(recipe, store, data)
     # 3a. The base model, then SFT on the reference answers (the base model when SFT is off).
@@ -206,7 +210,7 @@ def _through_training(
     paths: dict[str, str],
 ) -> tuple[Recipe, ArtifactStore, PreparedData, StartingModel, list[Adapter]]:
     """Steps 1-3 for every seed of the recipe: cached results when they exist."""
-    recipe, store = _open(paths["config"], paths["artifacts"])
+    recipe, store = _open(paths["recipe_path"], paths["artifacts"])
     prepared = prepare(recipe, store, paths["data"])
     start = starting_model(recipe, store, prepared)
     return recipe, store, prepared, start, train_seeds(recipe, paths, prepared, start.model)
@@ -214,9 +218,11 @@ def _through_training(
 
 @flow(name="tucano-eval")
 def eval_flow(
-    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+    recipe_path: str = str(DEFAULT_RECIPE),
+    artifacts: str = DEFAULT_ARTIFACTS,
+    data: str = DEFAULT_DATA,
 ) -> Evaluations:
-    paths = {"config": config, "artifacts": artifacts, "data": data}
+    paths = {"recipe_path": recipe_path, "artifacts": artifacts, "data": data}
     # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
     recipe, _, prepared, start, adapters = _through_training(paths)
     # 4. Evaluation of the base model and every seed's tuned model on the eval split.
@@ -230,12 +236,12 @@ def _evaluation_name() -> str:
 
 @flow(name="tucano-evaluate-model", flow_run_name=_evaluation_name)
 def evaluate_model_flow(
-    config: str = str(DEFAULT_RECIPE),
+    recipe_path: str = str(DEFAULT_RECIPE),
     artifacts: str = DEFAULT_ARTIFACTS,
     data: str = DEFAULT_DATA,
     seed: int | None = None,
 ) -> EvalRows:
-    recipe, store = _open(config, artifacts)
+    recipe, store = _open(recipe_path, artifacts)
     # 1-3. Data, the model GRPO started from and the seed's adapter (all cached when done).
     prepared = prepare(recipe, store, data)
     base = starting_model(recipe, store, prepared).model
@@ -248,9 +254,11 @@ def evaluate_model_flow(
 
 @flow(name="tucano-compare")
 def compare_flow(
-    config: str = str(DEFAULT_RECIPE), artifacts: str = DEFAULT_ARTIFACTS, data: str = DEFAULT_DATA
+    recipe_path: str = str(DEFAULT_RECIPE),
+    artifacts: str = DEFAULT_ARTIFACTS,
+    data: str = DEFAULT_DATA,
 ) -> ReportArtifact:
-    paths = {"config": config, "artifacts": artifacts, "data": data}
+    paths = {"recipe_path": recipe_path, "artifacts": artifacts, "data": data}
     # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
     recipe, store, prepared, start, adapters = _through_training(paths)
     # 4-6. Evaluation (cached when done), Wilcoxon comparison per task and overall, report.
@@ -262,10 +270,10 @@ def compare_flow(
 def compare_evaluations_flow(
     base_eval: str,
     candidate_eval: str,
-    config: str = str(DEFAULT_RECIPE),
+    recipe_path: str = str(DEFAULT_RECIPE),
     artifacts: str = DEFAULT_ARTIFACTS,
 ) -> ReportArtifact:
-    recipe, store = _open(config, artifacts)
+    recipe, store = _open(recipe_path, artifacts)
     # 5-6. Wilcoxon comparison of two saved evaluations, by prompt id, and its report.
     report = compare_evaluations_task(base_eval, candidate_eval, recipe.compare, store)
     publish_report_task(report, store)
@@ -300,7 +308,7 @@ def train_seeds(
             "run": {
                 # The recipe and the data are the code's: read in the worker's own checkout.
                 # The store is the one place every worker shares.
-                "recipe": portable_path(paths["config"]),
+                "recipe": portable_path(paths["recipe_path"]),
                 "artifacts": paths["artifacts"],
                 "data": portable_path(paths["data"]),
                 "seed": seed,
@@ -352,7 +360,7 @@ def read_latest_run(store: ArtifactStore) -> PipelineRecord | None:
 def run_pipeline(
     paths: dict[str, str], *, training_deployment: str | None = None, resume_wait_s: float = 900
 ) -> PipelineResult:
-    recipe, store = _open(paths["config"], paths["artifacts"])
+    recipe, store = _open(paths["recipe_path"], paths["artifacts"])
     clock = StageClock()
     # 1-2. Data prep, and the reward audit gate that stops the run before any training.
     with clock.stage("data prep"):
@@ -395,13 +403,13 @@ def run_pipeline(
 
 @flow(name="tucano-pipeline")
 def pipeline_flow(
-    config: str = str(DEFAULT_RECIPE),
+    recipe_path: str = str(DEFAULT_RECIPE),
     artifacts: str = DEFAULT_ARTIFACTS,
     data: str = DEFAULT_DATA,
     training_deployment: str | None = None,
     resume_wait_s: float = 900,
 ) -> ReportArtifact:
-    paths = {"config": config, "artifacts": artifacts, "data": data}
+    paths = {"recipe_path": recipe_path, "artifacts": artifacts, "data": data}
     # 1-6. Data, audit gate, GRPO per seed, evaluation, comparison, report.
     return run_pipeline(
         paths, training_deployment=training_deployment, resume_wait_s=resume_wait_s

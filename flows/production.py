@@ -231,10 +231,10 @@ def _mean_by_task(rows: list[dict[str, Any]]) -> dict[str, float]:
 def export_flow(
     to: str,
     model: str = CHAMPION,
-    config: str = str(DEFAULT_RECIPE),
+    recipe_path: str = str(DEFAULT_RECIPE),
     artifacts: str = DEFAULT_ARTIFACTS,
 ) -> str:
-    recipe, store = _open(config, artifacts)
+    recipe, store = _open(recipe_path, artifacts)
     if model == CHAMPION and champions.read_champion(store) is None:
         raise ModelChoiceError(
             f"--model champion: {store.uri(champions.CURRENT)} does not exist (no model promoted "
@@ -265,13 +265,13 @@ def export_flow(
 def analyze_flow(
     output: str,
     model: str = CHAMPION,
-    config: str = str(DEFAULT_RECIPE),
+    recipe_path: str = str(DEFAULT_RECIPE),
     artifacts: str = DEFAULT_ARTIFACTS,
     data: str = DEFAULT_DATA,
     limit: int | None = None,
     retraining_deployment: str = DEFAULT_RETRAINING,
 ) -> dict[str, Any]:
-    recipe, store = _open(config, artifacts)
+    recipe, store = _open(recipe_path, artifacts)
     log = get_run_logger()
     # 1. The reviews' prompts: a bad file stops here, naming it, before any model is loaded.
     reviews = analysis.review_prompts(data, recipe.data.extraction_instructions)
@@ -317,7 +317,9 @@ def analyze_flow(
     # the retraining deployment's own data.
     if decision["status"] == monitoring.DRIFT:
         run = read_latest_run(store)
-        training = {"recipe": config, "artifacts": artifacts} | ({"data": run.data} if run else {})
+        training = {"recipe": recipe_path, "artifacts": artifacts} | (
+            {"data": run.data} if run else {}
+        )
         decision["retraining"] = monitoring.start_retraining(
             retraining_deployment,
             monitoring.drift_key(chosen.label, [row["review_id"] for row in answered]),

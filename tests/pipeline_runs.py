@@ -77,7 +77,7 @@ class PipelineRun:
         else:  # a temporary server of the run's own
             env["PREFECT_HOME"] = str(prefect_home)
             env.pop("PREFECT_API_URL", None)
-        store = ["--config", str(self.recipe), "--artifacts", str(self.artifacts)]
+        store = ["--recipe", str(self.recipe), "--artifacts", str(self.artifacts)]
         self.process = subprocess.Popen(
             tucano_command([*args, *store], pause),
             cwd=REPO_ROOT,

@@ -68,7 +68,7 @@ def test_too_little_data_is_explained_once_without_a_traceback(
 def test_bad_recipe_exits_2_naming_the_field(tmp_path: Path, capsys) -> None:
     recipe = tmp_path / "r.yaml"
     recipe.write_text("name: x\ntraining: {temperture: 1.0}\n")
-    assert main(["data", "--config", str(recipe), "--artifacts", str(tmp_path / "a")]) == 2
+    assert main(["data", "--recipe", str(recipe), "--artifacts", str(tmp_path / "a")]) == 2
     assert "training.temperture" in capsys.readouterr().err
 
 
@@ -147,7 +147,7 @@ def test_sft_command_fine_tunes_and_says_where_the_model_is(tmp_path: Path, caps
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(SMALL_RECIPE))
     artifacts = tmp_path / "a"
-    assert main(["sft", "--config", str(recipe), "--artifacts", str(artifacts)]) == 0
+    assert main(["sft", "--recipe", str(recipe), "--artifacts", str(artifacts)]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("model GRPO starts from (sft): ") and last.endswith("/model")
     assert (Path(last.split(": ", 1)[1]) / "config.json").is_file()

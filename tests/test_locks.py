@@ -208,7 +208,7 @@ def _train_twice_at_once(tmp_path: Path, artifacts: str, env: dict[str, str]) ->
     # meet at the training within a second of each other, and spend their time on what is tested.
     in_store(sft_flow, ArtifactStore(artifacts))(str(config), artifacts, str(SHIPPED_DATA))
     command = [sys.executable, "-m", "flows.cli", "train", "--seed", "7"]
-    command += ["--config", str(config), "--artifacts", artifacts]
+    command += ["--recipe", str(config), "--artifacts", artifacts]
     env = {**os.environ, **env, "PREFECT_API_URL": PREFECT_API_URL.value()}
     env["PYTHONUNBUFFERED"] = "1"
     output = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT, "text": True}

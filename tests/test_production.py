@@ -200,7 +200,7 @@ def _tucano(*args: str) -> int:
 
 def _analyze(recipe: str, store: ArtifactStore, data: Path, output: Path, *more: str) -> int:
     return _tucano(
-        "analyze", "--config", recipe, "--artifacts", str(store.root), "--data", str(data),
+        "analyze", "--recipe", recipe, "--artifacts", str(store.root), "--data", str(data),
         "--output", str(output), *more,
     )  # fmt: skip
 
@@ -238,7 +238,7 @@ def test_a_later_month_is_read_by_a_model_from_the_store(
         ),
     }[model]
     if model == "exported":
-        export = ["export", "--config", recipe, "--artifacts", str(trained.root)]
+        export = ["export", "--recipe", recipe, "--artifacts", str(trained.root)]
         assert _tucano(*export, "--model", "seed-1", "--to", spec) == 0, capsys.readouterr().err
     made = _training_outputs(trained)
     later_orders = set(pd.read_csv(months.later / ORDERS, dtype=str)["order_id"])
@@ -322,7 +322,7 @@ def test_analysis_of_a_later_month_resumes_after_a_kill(
 
     recipe, output = _recipe(tmp_path), tmp_path / "rows.jsonl"
     command = [
-        sys.executable, "-m", "flows.cli", "analyze", "--config", recipe,
+        sys.executable, "-m", "flows.cli", "analyze", "--recipe", recipe,
         "--artifacts", str(trained.root), "--data", str(months.later),
         "--output", str(output), "--limit", "40",
     ]  # fmt: skip
@@ -410,8 +410,8 @@ def test_a_drift_retrains_once_on_the_training_data_not_the_analysed_month(
     # A floor no random-weight model reaches: this analysis is a drift.
     recipe = _recipe(tmp_path, floor=0.99)
     arguments = {
-        "output": str(tmp_path / "rows.jsonl"), "config": recipe, "artifacts": str(trained.root),
-        "data": str(months.later), "limit": 8,
+        "output": str(tmp_path / "rows.jsonl"), "recipe_path": recipe,
+        "artifacts": str(trained.root), "data": str(months.later), "limit": 8,
         "retraining_deployment": "tucano-scheduled-retraining/retraining-under-test",
     }  # fmt: skip
     # Cached results live in the run's store, as with the command line.

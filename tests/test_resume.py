@@ -67,7 +67,7 @@ def _start(tmp: Path, artifacts: Path) -> subprocess.Popen:
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "flows.cli", "train", "--seed", "7"]
-    command += ["--config", str(tmp / "recipe.yaml"), "--artifacts", str(artifacts)]
+    command += ["--recipe", str(tmp / "recipe.yaml"), "--artifacts", str(artifacts)]
     return subprocess.Popen(
         command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -45,7 +45,7 @@ def test_a_pipeline_run_keeps_every_artifact_on_s3(s3, tmp_path, monkeypatch, ca
     recipe["training"].update(max_steps=2, save_steps=2)
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     monkeypatch.chdir(tmp_path)  # anything written locally by mistake would land here
-    command = ["pipeline", "--config", str(tmp_path / "recipe.yaml")]
+    command = ["pipeline", "--recipe", str(tmp_path / "recipe.yaml")]
     command += ["--artifacts", f"s3://{BUCKET}/run", "--data", f"s3://{BUCKET}/olist"]
     assert main(command) == 0
     last_line = capsys.readouterr().out.strip().splitlines()[-1]

@@ -92,8 +92,10 @@ def test_a_failing_side_by_side_run_stops_the_stage_and_names_itself(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     missing = str(tmp_path / "no-such-recipe.yaml")
-    paths = {"config": missing, "artifacts": str(tmp_path / "artifacts"), "data": "unused"}
-    with pytest.raises(SideBySideFailed, match=r"train\(config=.*seed=7\) ended with exit status"):
+    paths = {"recipe_path": missing, "artifacts": str(tmp_path / "artifacts"), "data": "unused"}
+    with pytest.raises(
+        SideBySideFailed, match=r"train\(recipe_path=.*seed=7\) ended with exit status"
+    ):
         run_side_by_side([Job(train_flow, {**paths, "seed": 7})], 2)
     # On the terminal, where the children's logs interleave, each line says whose it is.
     relayed = capfd.readouterr().err.splitlines()
@@ -102,8 +104,8 @@ def test_a_failing_side_by_side_run_stops_the_stage_and_names_itself(
 
 
 def test_a_job_is_labelled_by_its_seed_or_as_the_start_model() -> None:
-    assert Job(train_flow, {"config": "c.yaml", "seed": 42}).label() == "seed 42"
-    assert Job(train_flow, {"config": "c.yaml", "seed": None}).label() == "start model"
+    assert Job(train_flow, {"recipe_path": "c.yaml", "seed": 42}).label() == "seed 42"
+    assert Job(train_flow, {"recipe_path": "c.yaml", "seed": None}).label() == "start model"
 
 
 def test_whole_rounds_leave_the_odd_job_to_the_caller() -> None:
