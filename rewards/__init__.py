@@ -16,7 +16,7 @@ None for other tasks' rows so TRL ignores them): one total per task, for V4.2's 
 reward, and one function per named component, for GDPO (TRL's
 multi_objective_aggregation="normalize_then_sum" normalizes each function within its group
 before summing). A row is routed by its `task` column, never by guessing from the text (the
-seed's classifier scored "reengajamento" insights as pushes).
+V4.2 reports' classifier scored "reengajamento" insights as pushes).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ for one sendable notification.
 
 Length 0.50 up to 120 characters, decaying steeply to zero at 200 (the V4.2.1 hotfix: before it,
 analytical essays about notifications still earned length credit). Portuguese markers 0.30,
-creativity 0.20 (not a generic template), and -0.20 for formal-letter phrases. Beyond the seed:
-the Portuguese and creativity credit is earned in proportion to the length credit (an essay in
-good Portuguese about a notification is still no notification), and an answer of several
+creativity 0.20 (not a generic template), and -0.20 for formal-letter phrases. Beyond the V4.2
+reports: the Portuguese and creativity credit is earned in proportion to the length credit (an
+essay in good Portuguese about a notification is still no notification), and an answer of several
 notifications (options on separate lines) keeps SEVERAL_KEEPS: someone still has to write the one
 that is sent; one that a Brazilian customer would not read as a message (Spanish, shouting in
 capitals, a string of hashtags) keeps UNSENDABLE_KEEPS.

@@ -62,7 +62,7 @@ def test_threshold_comes_from_the_recipe(prepared) -> None:
 
 
 def test_gate_catches_sql_scored_by_looks_alone(prepared, monkeypatch) -> None:
-    # The seed's V4.2 SQL reward: tiers for looking like SQL, nothing for the right answer.
+    # The V4.2 reports' SQL reward: tiers for looking like SQL, nothing for the right answer.
     from rewards import sql_qa
     from rewards.sql_sandbox import Execution
 

@@ -1,7 +1,7 @@
 """Generation settings come from the recipe, never from the model's generation_config.json.
 
-The seed's first run trained at temperature 0.1 because the model's generation_config said so,
-and every rollout of a group came out the same: no variance, no gradient.
+The V4.2 reports' first run trained at temperature 0.1 because the model's generation_config said
+so, and every rollout of a group came out the same: no variance, no gradient.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.slow
 def poisoned_copy(
     store: ArtifactStore, base: BaseModelArtifact, data: PreparedData, tmp_path: Path
 ) -> tuple[ArtifactStore, BaseModelArtifact]:
-    """A copy of the model with the seed's poisonous defaults, and the data, in a store of their
-    own."""
+    """A copy of the model with the V4.2 model's poisonous defaults, and the data, in a store of
+    their own."""
     folder = Path(shutil.copytree(store.local_dir(base.location), tmp_path / "model"))
     poisoned = GenerationConfig.from_pretrained(folder)
     poisoned.update(do_sample=True, temperature=0.1, top_p=0.5, top_k=5)

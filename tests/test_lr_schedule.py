@@ -1,6 +1,6 @@
 """The learning rate stays at its target for the whole run once warm-up ends.
 
-The seed's cosine schedule had decayed to ~0 by step 130 of 600: most of its training ran at a
+The V4.2 run's cosine schedule had decayed to ~0 by step 130 of 600: most of its training ran at a
 learning rate too small to learn anything.
 """
 

@@ -154,9 +154,9 @@ def test_broken_answers_are_a_drift_with_the_right_reasons(
 
 
 def test_the_issue_s_output_is_a_drift_for_every_reason_it_has(reviews) -> None:
-    """29% parsed, all truncated, every parsed answer "negativo": the seed's reward alone called it
-    healthy; the checks and the reward, which now pays for a judgement and an ended answer, do
-    not."""
+    """29% parsed, all truncated, every parsed answer "negativo": the V4.2 reports' reward alone
+    called it healthy; the checks and the reward, which now pays for a judgement and an ended
+    answer, do not."""
     # 6 of 20 parsed (30%), on reviews of both kinds of stars.
     negative = [review["prompt_id"] for review in reviews if review["review_score"] <= 2]
     positive = [review["prompt_id"] for review in reviews if review["review_score"] >= 4]

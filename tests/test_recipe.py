@@ -6,7 +6,7 @@ import yaml
 from configs.recipe import CONFIG_DIR, DataConfig, RecipeError, load_recipe
 
 
-# The seed's V4.2 run judged 65 stratified prompts; the tiny default judges more, for power.
+# The V4.2 run judged 65 stratified prompts; the tiny default judges more, for power.
 @pytest.mark.parametrize(
     ("name", "eval_prompts"),
     [("cpu_tiny.yaml", 170), ("l4_v42.yaml", 65), ("cpu_smol.yaml", 180), ("gpu_smol.yaml", 180)],
@@ -60,7 +60,7 @@ SHARED_WITH_CPU_SMOL = (
     "untrained_heldout_prompts",
     "max_untrained_drop",
 )
-# The seed's V4.2 shape: group size, prompts a step, eval cadence and patience.
+# The V4.2 run's shape: group size, prompts a step, eval cadence and patience.
 V42_SHAPE = ("num_generations", "prompts_per_step", "eval_steps", "early_stopping_patience")
 SMOL_AND_V42 = ("cpu_smol.yaml", "gpu_smol.yaml", "l4_v42.yaml")
 

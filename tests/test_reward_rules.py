@@ -196,7 +196,7 @@ def _binary(verdict: Callable[..., rewards.Score]) -> Callable[..., rewards.Scor
 
 
 def _routed_by_words(verdict: Callable[..., rewards.Score]) -> Callable[..., rewards.Score]:
-    """The seed's classifier: a word of its push list sent a text to the push reward."""
+    """The V4.2 reports' classifier: a word of its push list sent a text to the push reward."""
 
     def routed(task: str, text: str, *rest: Any) -> rewards.Score:
         return verdict("push" if "reengaj" in fold(text) else task, text, *rest)

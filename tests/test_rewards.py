@@ -1,5 +1,5 @@
-"""The reward rules, table-driven, with Portuguese examples: the seed's V4.2.1 rules, and what
-makes a reward pay for a right, finished answer rather than its shape."""
+"""The reward rules, table-driven, with Portuguese examples: the V4.2 reports' V4.2.1 rules, and
+what makes a reward pay for a right, finished answer rather than its shape."""
 
 import json
 
@@ -124,7 +124,7 @@ EXTRACTION = [
         REVIEW,
         FORM * (0.30 + 0.06 + 0.08) + 0.2 * (SENTIMENT + GOLD_PART / 3),
     ),
-    (GOOD, {}, 1.0),  # no stars: only the form can be judged, the seed's weights
+    (GOOD, {}, 1.0),  # no stars: only the form can be judged, the V4.2 reports' weights
     ("O cliente ficou insatisfeito.", REVIEW, 0.0),
     ("", REVIEW, 0.0),
 ]

@@ -8,7 +8,7 @@ from tasks.training.train import stop_rules
 
 
 def test_keeps_the_peak_and_stops_after_patience() -> None:
-    # Eval every 50 steps; reward peaks at step 1100 then collapses, as in the seed's V4.2 run.
+    # Eval every 50 steps; reward peaks at step 1100 then collapses, as in the V4.2 run.
     rules = StopRules(patience=3)
     rewards = {1000: 0.60, 1050: 0.62, 1100: 0.634, 1150: 0.55, 1200: 0.30, 1250: 0.10}
     for step, reward in rewards.items():

@@ -469,7 +469,7 @@ def recommending_a_complaint_costs(_: str) -> bool:
     )
 
 
-@probe('V4.2.1: the seed\'s rule paid a constant "positivo" 0.80 on a one-star complaint')
+@probe('V4.2.1: the V4.2 reports\' rule paid a constant "positivo" 0.80 on a one-star complaint')
 def opposite_sentiment_costs(_: str) -> bool:
     return (
         score("extraction", _RIGHT_READING.replace('"negativo"', '"positivo"'), **_COMPLAINT).total
