@@ -47,11 +47,11 @@ def differences(store_uri: str) -> tuple[dict[str, np.ndarray], int]:
     latest = store.read_json("pipeline/latest.json")
     report = store.read_json(latest["report"])
     rows = store.read_jsonl(latest["report"].rsplit("/", 1)[0] + "/scores.jsonl")
-    base = {row["prompt_id"]: row["total"] for row in rows if row["model"] == "base"}
+    start = {row["prompt_id"]: row["total"] for row in rows if row.get("seed") is None}
     out: dict[str, list[float]] = defaultdict(list)
     for row in rows:
-        if row["model"] != "base":
-            out[row["task"]].append(row["total"] - base[row["prompt_id"]])
+        if row.get("seed") is not None:
+            out[row["task"]].append(row["total"] - start[row["prompt_id"]])
     family = max(
         sum(seed[task]["p_value"] is not None for task in TASKS if task in seed)
         for seed in report["comparison"]["per_seed"].values()

@@ -558,9 +558,9 @@ class EvalConfig(_Strict):
     do_sample: bool = Field(True, description="Sample; false = greedy decoding.")
     before_sft: bool = Field(
         True,
-        description="With SFT, evaluate the raw model SFT started from too, for the report's "
-        "raw base -> SFT table. GRPO's verdict does not need it, and a raw model's answers run "
-        "to the token limit: on SmolLM2 it was the slowest of a run's evaluations.",
+        description="With SFT, evaluate the base model SFT started from too, for the report's "
+        "base model -> SFT model table. GRPO's verdict does not need it, and a base model's "
+        "answers run to the token limit: on SmolLM2 it was the slowest of a run's evaluations.",
     )
     max_new_tokens: int = Field(
         512, gt=0, description="Token budget of an answer; a longer one is cut and scored so."

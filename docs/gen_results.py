@@ -40,10 +40,15 @@ def records() -> list[dict[str, Any]]:
 
 
 def _models(record: dict[str, Any]) -> list[str]:
-    """The report's models: the SFT model ("base") first, then the seeds in the recipe's order."""
+    """The report's models: the base and SFT models first, then the seeds in the recipe's order."""
     named = record["fields"] or record["sentiment"] or record["truncated"]
     seeds = [f"seed {seed}" for seed in record["seeds"] if f"seed {seed}" in named]
     return [name for name in named if name not in seeds] + seeds
+
+
+def _start(record: dict[str, Any]) -> str:
+    """The model GRPO started from: the last of the models before the seeds."""
+    return [m for m in _models(record) if not m.startswith("seed ")][-1]
 
 
 def history(recipe: str) -> list[dict[str, Any]]:
@@ -86,14 +91,14 @@ def verdict_table(record: dict[str, Any]) -> str:
     rows = []
     for task, v in record["verdict"].items():
         pooled = record["pooled"].get(task, {})
-        means = f"{pooled['base_mean']:.3f} | {pooled['tuned_mean']:.3f}" if pooled else "– | –"
+        means = f"{pooled['start_mean']:.3f} | {pooled['tuned_mean']:.3f}" if pooled else "– | –"
         rows.append(
             f"| {task} | {means} | {v['delta_mean']:+.3f} ± {v['delta_std']:.3f} | "
             f"{v['seeds_significantly_better']} of {v['seeds']} (need {v['majority_needed']}) | "
             f"{v['seeds_significantly_worse']} of {v['seeds']} | **{v['verdict']}** |"
         )
     header = (
-        "| task | SFT model | tuned (mean of seeds) | Δ mean ± std over seeds | "
+        f"| task | {_start(record)} | tuned (mean of seeds) | Δ mean ± std over seeds | "
         "seeds significantly better | seeds significantly worse | verdict |"
     )
     return "\n".join([header, "| --- | ---: | ---: | --- | ---: | ---: | --- |", *rows])
@@ -109,7 +114,7 @@ def fields_table(record: dict[str, Any], section: str = "fields", rows_are: str 
         f"| {key} | " + " | ".join("{} of {}".format(*counts[m][key]) for m in models) + " |"
         for key in keys
     ]
-    names = " | ".join("SFT model" if m == "base" else m for m in models)
+    names = " | ".join(models)
     return "\n".join(
         [f"| {rows_are} | {names} |", "|---|" + "---:|" * len(models), *rows] if rows else []
     )
@@ -120,7 +125,7 @@ def sentiment_table(record: dict[str, Any]) -> str:
     groups = (("negativo", "1-2 stars: negativo"), ("neutro", "3 stars: neutro"))
     groups += (("positivo", "4-5 stars: positivo"),)
     rows = [
-        f"| {'SFT model' if m == 'base' else m} | "
+        f"| {m} | "
         + " | ".join(
             "{} of {}".format(*record["sentiment"][m][g])
             for g, _ in groups
@@ -138,9 +143,7 @@ def truncated_table(record: dict[str, Any]) -> str:
     models = [m for m in _models(record) if m in record["truncated"]]
     tasks = list(next(iter(record["truncated"].values()), {}))
     rows = [
-        f"| {'SFT model' if m == 'base' else m} | "
-        + " | ".join(f"{record['truncated'][m][t]:.0%}" for t in tasks)
-        + " |"
+        f"| {m} | " + " | ".join(f"{record['truncated'][m][t]:.0%}" for t in tasks) + " |"
         for m in models
     ]
     return "\n".join(

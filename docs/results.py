@@ -62,7 +62,7 @@ def _example(
         return None
     best = max(per_seed, key=lambda seed: (per_seed[seed]["extraction"]["delta"], seed))
     scores = [json.loads(line) for line in store.read_text(eval_rows).splitlines()]
-    base = {row["prompt_id"]: row for row in scores if row["model"] == "base"}
+    start = {row["prompt_id"]: row for row in scores if row.get("seed") is None}
     complaints = sorted(
         (
             row
@@ -81,10 +81,12 @@ def _example(
         "seed": int(best),
         "review": prompts[row["prompt_id"]]["prompt"][-1]["content"],
         "complaints": len(complaints),
-        "unchanged": sum(r["completion"] == base[r["prompt_id"]]["completion"] for r in complaints),
+        "unchanged": sum(
+            r["completion"] == start[r["prompt_id"]]["completion"] for r in complaints
+        ),
         "sft": {
-            "answer": base[row["prompt_id"]]["completion"],
-            "reward": base[row["prompt_id"]]["total"],
+            "answer": start[row["prompt_id"]]["completion"],
+            "reward": start[row["prompt_id"]]["total"],
         },
         "tuned": {"answer": row["completion"], "reward": row["total"]},
     }
@@ -114,7 +116,7 @@ def record(store_uri: str, wall: float, machine: str, how: str, commit: str) -> 
         "seeds": report["seeds"],
         "verdict": report["comparison"]["across_seeds"],
         "pooled": {
-            task: {key: r[key] for key in ("base_mean", "tuned_mean", "delta")}
+            task: {key: r[key] for key in ("start_mean", "tuned_mean", "delta")}
             for task, r in report["comparison"]["pooled"].items()
         },
         "fields": report.get("fields", {}),

@@ -143,7 +143,7 @@ COMMANDS = (
         DATA,
         (("--seed", {"type": int, "required": True}),),
     ),
-    Command("eval", "step 4: evaluate the base model and every seed's tuned model", DATA),
+    Command("eval", "step 4: evaluate the start model and every seed's tuned model", DATA),
     Command(
         "compare",
         "steps 5-6: Wilcoxon comparison and report",
@@ -255,7 +255,7 @@ def _summary(store: ArtifactStore, result: Any) -> str:
         return "reward audit passed"
     if isinstance(result, BaseModelArtifact):
         return f"model GRPO starts from ({result.source}): {store.uri(result.location)}"
-    evaluated = [result.before_sft, result.base, *result.tuned]
+    evaluated = [result.before_sft, result.start, *result.tuned]
     return "eval rows: " + ", ".join(store.uri(e.rows) for e in evaluated if e is not None)
 
 

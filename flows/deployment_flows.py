@@ -141,13 +141,14 @@ def _retraining_steps(run: RetrainingRun) -> dict[str, Any]:
         champions.record_decision_task(decision, store)
         log.error("retraining refused: %s", reason)
         return decision
-    # 3-7. The whole pipeline on the new data: every seed trained, evaluated, compared to base.
+    # 3-7. The whole pipeline on the new data: every seed trained, evaluated, compared with the
+    # start model.
     made = run_pipeline(
         paths,
         training_deployment=run.training_deployment or None,
         resume_wait_s=run.resume_wait_s,
     )
-    # 8. The challenger (best seed on held-out prompts) against the champion (the base model
+    # 8. The challenger (best seed on held-out prompts) against the champion (the start model
     # before any promotion), both evaluated on the new eval split.
     recipe, prepared = made.recipe, made.prepared
     challenger = champions.Champion(

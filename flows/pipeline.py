@@ -99,7 +99,7 @@ def starting_model(recipe: Recipe, store: ArtifactStore, prepared: PreparedData)
 
 
 class Evaluations(NamedTuple):
-    base: EvalRows
+    start: EvalRows
     tuned: list[EvalRows]
     before_sft: EvalRows | None
 
@@ -128,11 +128,11 @@ def _evaluate(
             if not store.exists(answers_path(recipe.evaluation, prepared, start.model, adapter))
         ]
         run_side_by_side(jobs, recipe.processes)
-    base = evaluate(start.model, None)
+    start_eval = evaluate(start.model, None)
     return Evaluations(
-        base=base,
+        start=start_eval,
         # A seed that kept its start answers as the start did, without generating again.
-        tuned=[evaluate(start.model, adapter, start_rows=base) for adapter in adapters],
+        tuned=[evaluate(start.model, adapter, start_rows=start_eval) for adapter in adapters],
         before_sft=evaluate(start.before_sft, None) if start.before_sft else None,
     )
 
@@ -150,7 +150,7 @@ def _report(
         prepared,
         start.model,
         adapters,
-        evaluations.base,
+        evaluations.start,
         evaluations.tuned,
         store,
         evaluations.before_sft,
@@ -188,7 +188,7 @@ def train_flow(
     recipe, store = _open(recipe_path, artifacts)
     # 1-2. Data prep and the reward audit gate (cached when unchanged).
     prepared = prepare_audited(recipe, store, data)
-    # 3. GRPO training of one seed from the base model (the SFT model, with SFT).
+    # 3. GRPO training of one seed from the start model (the SFT model, with SFT).
     base = starting_model(recipe, store, prepared).model
     return train_seed_task(recipe.training, recipe.lora, prepared, base, seed, store)
 
@@ -202,7 +202,8 @@ def sft_flow(
     recipe, store = _open(recipe_path, artifacts)
     # 1-2. Data prep and the reward audit gate (cached when unchanged).
     prepared = prepare_audited(recipe, store, data)
-    # 3a. The base model, then SFT on the reference answers (the base model when SFT is off).
+    # 3a. The base model, then SFT on the reference answers: the start model (the base model
+    # itself when SFT is off).
     return starting_model(recipe, store, prepared).model
 
 
@@ -223,9 +224,9 @@ def eval_flow(
     data: str = DEFAULT_DATA,
 ) -> Evaluations:
     paths = {"recipe_path": recipe_path, "artifacts": artifacts, "data": data}
-    # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
+    # 1-3. Data, the start model and every seed's adapter (from the cache when already trained).
     recipe, _, prepared, start, adapters = _through_training(paths)
-    # 4. Evaluation of the base model and every seed's tuned model on the eval split.
+    # 4. Evaluation of the start model and every seed's tuned model on the eval split.
     return _evaluate(recipe, paths, prepared, start, adapters)
 
 
@@ -259,7 +260,7 @@ def compare_flow(
     data: str = DEFAULT_DATA,
 ) -> ReportArtifact:
     paths = {"recipe_path": recipe_path, "artifacts": artifacts, "data": data}
-    # 1-3. Data, base model and every seed's adapter (from the cache when already trained).
+    # 1-3. Data, the start model and every seed's adapter (from the cache when already trained).
     recipe, store, prepared, start, adapters = _through_training(paths)
     # 4-6. Evaluation (cached when done), Wilcoxon comparison per task and overall, report.
     evaluations = _evaluate(recipe, paths, prepared, start, adapters)
@@ -343,7 +344,7 @@ class PipelineRecord(BaseModel):
     # The Olist folder it trained on (a local one made absolute): the deployment's master data.
     data: str
     prepared: PreparedData
-    # The model GRPO started from (the SFT model with SFT): the report's "base".
+    # The model GRPO started from (the SFT model with SFT), which every adapter is trained on.
     base: BaseModelArtifact
     adapters: list[Adapter]
     report: str
@@ -379,7 +380,7 @@ def run_pipeline(
             training_deployment=training_deployment,
             resume_wait_s=resume_wait_s,
         )
-    # 4-6. Evaluation of base and tuned models, Wilcoxon comparison, report.
+    # 4-6. Evaluation of the start model and the tuned ones, Wilcoxon comparison, report.
     with clock.stage("evaluation"):
         evaluations = _evaluate(recipe, paths, prepared, start, adapters)
     with clock.stage("report"):

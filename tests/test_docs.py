@@ -127,7 +127,7 @@ def test_the_example_is_the_best_seed_s_middle_complaint(tmp_path: Path) -> None
     base = {"a": 0.2, "b": 0.9, "c": 0.6, "d": 0.95, "e": 0.5, "f": 0.7, "g": 0.9}
     # Seed 7 gained most: it changed "a" most (0.2 -> 0.8) and answers "c" as the SFT model did.
     tuned = {"a": 0.8, "b": 0.9, "c": 0.6, "d": 0.95, "e": 0.7, "f": 0.1, "g": 0.99}
-    rows = [_scored("base", None, pid, total, f"sft {pid}") for pid, total in base.items()]
+    rows = [_scored("sft", None, pid, total, f"sft {pid}") for pid, total in base.items()]
     rows += [
         _scored("seed-7", 7, pid, total, f"sft {pid}" if pid in "bc" else f"seed {pid}")
         for pid, total in tuned.items()

@@ -48,7 +48,7 @@ def test_worst_regressions_are_the_largest_drops_over_every_seed_worst_first() -
     assert [(w["prompt_id"], w["seed"]) for w in worst] == [("a", 1), ("b", 2), ("c", 1)]
     assert worst[0]["delta"] == pytest.approx(-0.7)
     assert worst[0]["prompt"] == "Escreva um push" and worst[1]["prompt"] is None
-    assert worst[0]["base_completion"] == "answer to a"
+    assert worst[0]["start_completion"] == "answer to a"
     # improvements and ties are never regressions
     assert worst_regressions(BASE, {1: BASE}) == []
 

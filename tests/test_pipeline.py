@@ -168,7 +168,7 @@ def test_pipeline_writes_a_complete_report(first_run) -> None:
     for results in [report["comparison"]["pooled"], *report["comparison"]["per_seed"].values()]:
         assert set(results) == {*TASKS, "overall"}
         for entry in results.values():
-            for key in ("n", "base_mean", "tuned_mean", "delta", "statistic", "effect_size"):
+            for key in ("n", "start_mean", "tuned_mean", "delta", "statistic", "effect_size"):
                 assert entry[key] is not None, key
             # A p-value, or the reason there is none (too few nonzero pairs to reach alpha).
             assert entry["note"] if entry["p_value"] is None else 0.0 <= entry["p_value"] <= 1.0
@@ -176,17 +176,17 @@ def test_pipeline_writes_a_complete_report(first_run) -> None:
     markdown = store.read_text(report_artifact.report_md)
     assert "| **OVERALL** | 22 |" in markdown
     assert len(report["plots"]) == 3
-    # The raw base model against the SFT model GRPO started from, in its own section.
-    assert report["base_model"]["source"] == "sft"
+    # The base model against the SFT model GRPO started from, in its own section.
+    assert report["start_model"]["source"] == "sft"
     assert set(report["sft"]["comparison"]) == {*TASKS, "overall"}
-    assert set(report["sft"]["generation"]) == {"raw base", "SFT"}
-    assert "## Raw base -> SFT (the model GRPO starts from)" in markdown
+    assert set(report["sft"]["generation"]) == {"base model", "SFT model"}
+    assert "## Base model -> SFT model (the model GRPO starts from)" in markdown
     # Each extraction field against the review's reading, per model.
-    assert set(report["fields"]) == {"raw base", "base", "seed 1", "seed 2"}
+    assert set(report["fields"]) == {"base model", "SFT model", "seed 1", "seed 2"}
     assert "## Extraction: each field against the review's reading" in markdown
     # What each issue flag can be trusted for, a column per model.
     assert "## Extraction: what each issue flag can be trusted for" in markdown
-    assert "| Flag | raw base | base | seed 1 | seed 2 |" in markdown
+    assert "| Flag | base model | SFT model | seed 1 | seed 2 |" in markdown
     for path in report["plots"]:
         assert store.read_bytes(path).startswith(b"\x89PNG")  # a real PNG
         assert f"]({path.rsplit('/', 1)[1]})" in markdown
@@ -216,7 +216,7 @@ def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
                 "tucano-comparison",
                 "tucano-report",
                 "tucano-reward-audit",
-                "tucano-plot-base-vs-tuned",
+                "tucano-plot-start-vs-tuned",
             )
         }
     table = json.loads(by_key["tucano-comparison"][0].data)
@@ -224,7 +224,8 @@ def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
     assert store.uri(state.result().report_json) in by_key["tucano-report"][0].data
     plot = state.result().plots[0]
     assert (
-        by_key["tucano-plot-base-vs-tuned"][0].data == f"[base vs tuned](file://{store.uri(plot)})"
+        by_key["tucano-plot-start-vs-tuned"][0].data
+        == f"[start vs tuned](file://{store.uri(plot)})"
     )
     audit = json.loads(by_key["tucano-reward-audit"][0].data)
     assert {row["check"] for row in audit} >= set(TASKS)
@@ -254,7 +255,7 @@ def _check_against_scores(entries: dict, base: dict, tuned: dict[str, float]) ->
         t = np.array([tuned[pid] for pid in ids])
         entry = entries[task]
         assert entry["n"] == len(ids)
-        assert entry["base_mean"] == pytest.approx(b.mean())
+        assert entry["start_mean"] == pytest.approx(b.mean())
         assert entry["tuned_mean"] == pytest.approx(t.mean())
         if np.any(t != b):
             assert entry["effect_size"] == pytest.approx(_rank_biserial(t - b))
@@ -281,10 +282,11 @@ def test_report_agrees_with_a_recomputation_from_the_saved_scores(first_run) -> 
     report_artifact = state.result()
     report = store.read_json(report_artifact.report_json)
     scores = store.read_jsonl(report_artifact.scores)
-    base = {row["prompt_id"]: row for row in scores if row["model"] == "base"}
+    # The start model's rows are named for what it is: the SFT model.
+    base = {row["prompt_id"]: row for row in scores if row["model"] == "sft"}
     by_seed: dict[int, dict[str, dict]] = defaultdict(dict)
     for row in scores:
-        if row["model"] != "base":
+        if row["model"] != "sft":
             by_seed[row["seed"]][row["prompt_id"]] = row
     assert len(base) == 22 and sorted(by_seed) == [1, 2]
     comparison = report["comparison"]
@@ -297,7 +299,7 @@ def test_report_agrees_with_a_recomputation_from_the_saved_scores(first_run) -> 
         deltas = [comparison["per_seed"][str(seed)][task]["delta"] for seed in by_seed]
         assert summary["delta_mean"] == pytest.approx(np.mean(deltas))
         assert summary["delta_std"] == pytest.approx(np.std(deltas, ddof=1))
-    for model, rows in [("base", base), *((f"seed {s}", r) for s, r in by_seed.items())]:
+    for model, rows in [("SFT model", base), *((f"seed {s}", r) for s, r in by_seed.items())]:
         overall = report["generation"][model]["overall"]
         assert overall["mean_tokens"] == pytest.approx(
             np.mean([r["tokens"] for r in rows.values()])
@@ -365,7 +367,8 @@ def test_editing_code_a_task_runs_recomputes_that_task_alone(
 
 def test_changing_an_eval_setting_recomputes_only_evaluation(first_run) -> None:
     """Also without the raw model's evaluation (`evaluation.before_sft: false`): the SFT model
-    and the two seeds are evaluated, and the report has no raw base -> SFT section."""
+    and the two seeds are evaluated, and the report has no base model -> SFT model
+    section."""
     root, _, store, _ = first_run
     config = _write_recipe(
         root / "hotter.yaml", evaluation={"temperature": 0.7, "before_sft": False}
@@ -377,7 +380,15 @@ def test_changing_an_eval_setting_recomputes_only_evaluation(first_run) -> None:
     assert _states_of(states, "evaluate-model") == ["Completed"] * 3
     report = store.read_json(state.result().report_json)
     assert report["sft"] is None
-    assert "Raw base -> SFT" not in store.read_text(state.result().report_md)
+    markdown = store.read_text(state.result().report_md)
+    assert "Base model -> SFT model" not in markdown
+    # The model GRPO started from is still the SFT model, named so in the rows and the report.
+    assert "- GRPO's start model, the SFT model:" in markdown
+    assert {row["model"] for row in store.read_jsonl(state.result().scores)} == {
+        "sft",
+        "seed-1",
+        "seed-2",
+    }
 
 
 def test_data_cache_follows_content_not_location(first_run, olist_copy: Path) -> None:

@@ -1,6 +1,6 @@
 """The report's plots draw whatever the statistics hand them."""
 
-from tasks.evaluation.plots import base_vs_tuned
+from tasks.evaluation.plots import start_vs_tuned
 from tasks.evaluation.stats import paired_test
 
 
@@ -10,5 +10,5 @@ def test_a_mean_outside_its_bootstrap_interval_still_plots() -> None:
     result = paired_test([0.5] * 40, [0.5] * 39 + [0.6])
     above = result.model_copy(update={"ci_high": result.delta - 1e-9})
     below = result.model_copy(update={"ci_low": result.delta + 1e-9})
-    png = base_vs_tuned({"sql_qa": above, "insights": below, "overall": result})
+    png = start_vs_tuned({"sql_qa": above, "insights": below, "overall": result}, "SFT model")
     assert png.startswith(b"\x89PNG")

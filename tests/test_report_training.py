@@ -96,7 +96,7 @@ def _minimal_report(**extra) -> dict:
     tuned = [{**row, "total": row["total"] + 0.05} for row in base]
     return {
         "recipe": "unit",
-        "base_model": {"location": "tiny", "source": "sft"},
+        "start_model": {"location": "tiny", "source": "sft"},
         "seeds": [1],
         "eval_prompts": len(base),
         "eval_temperature": 0.0,
@@ -104,7 +104,7 @@ def _minimal_report(**extra) -> dict:
         "data_fingerprint": "d" * 20,
         "git_commit": None,
         "comparison": compare(base, {1: tuned}, 0.05),
-        "generation": generation_summary({"base": base, "seed 1": tuned}),
+        "generation": generation_summary({"SFT model": base, "seed 1": tuned}),
         "worst_regressions": [],
         **extra,
     }

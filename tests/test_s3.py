@@ -59,7 +59,7 @@ def test_a_pipeline_run_keeps_every_artifact_on_s3(s3, tmp_path, monkeypatch, ca
         "runs/*/best/adapter_model.safetensors",
         "eval/base-*.jsonl",
         "reports/*/report.json",
-        "reports/*/base_vs_tuned.png",
+        "reports/*/start_vs_tuned.png",
         ".prefect-results/*",
     ):
         assert bucket.glob(f"{BUCKET}/run/{pattern}"), pattern

@@ -10,6 +10,7 @@ import pytest
 from tasks.evaluation.report import results_table
 from tasks.evaluation.stats import (
     OVERALL,
+    PairedTest,
     bootstrap_ci,
     compare,
     compare_rows,
@@ -216,3 +217,13 @@ def test_verdict_needs_a_majority_of_seeds_and_holm() -> None:
     assert one_of_three.across_seeds["push"].delta_std > 0
     strict = compare(better, {1: improved, 2: improved, 3: same}, alpha=0.05, majority=3)
     assert strict.across_seeds["push"].verdict == "not shown better"
+
+
+def test_a_comparison_written_before_the_start_model_was_named_still_reads() -> None:
+    """Decision files and reports in a store say `base_mean` for what is now `start_mean`: both
+    read, and what is written says `start_mean`."""
+    written = paired_test([0.2] * 8, [0.3] * 8).model_dump()
+    assert "start_mean" in written and "base_mean" not in written
+    older = {("base_mean" if key == "start_mean" else key): value for key, value in written.items()}
+    assert PairedTest.model_validate(older).start_mean == pytest.approx(0.2)
+    assert PairedTest.model_validate(written) == PairedTest.model_validate(older)

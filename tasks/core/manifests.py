@@ -48,6 +48,10 @@ class AuditResult(Manifest):
     per_task: dict[str, dict[str, float | int | bool | str]]
 
 
+# A BaseModelArtifact's source when it is the SFT model (the merged result of SFT).
+SFT_SOURCE = "sft"
+
+
 class BaseModelArtifact(Manifest):
     """A model to start from: a folder in the store (built tiny model) or a hub id / local path."""
 

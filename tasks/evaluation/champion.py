@@ -169,7 +169,7 @@ def record_decision(decision: dict[str, Any], store: ArtifactStore) -> str:
         ]
         for name, r in comparison.items():
             lines.append(
-                f"| {name} | {r.base_mean:.3f} | {r.tuned_mean:.3f} | {r.delta:+.3f} | "
+                f"| {name} | {r.start_mean:.3f} | {r.tuned_mean:.3f} | {r.delta:+.3f} | "
                 f"{fmt(r.p_better_holm, 4)} | {fmt(r.p_worse_holm, 4)} |"
             )
     create_markdown_artifact(

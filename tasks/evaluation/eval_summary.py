@@ -61,18 +61,18 @@ def sentiment_by_stars(
 
 
 def worst_regressions(
-    base_rows: list[dict[str, Any]],
+    start_rows: list[dict[str, Any]],
     rows_by_seed: dict[int, list[dict[str, Any]]],
     prompts: dict[str, str] | None = None,
     count: int = WORST_REGRESSIONS,
 ) -> list[dict[str, Any]]:
-    """The (prompt, seed) pairs with the largest score drop from base to tuned, worst first."""
-    base_by_id = {row["prompt_id"]: row for row in base_rows}
+    """The (prompt, seed) pairs with the largest score drop from start to tuned, worst first."""
+    start_by_id = {row["prompt_id"]: row for row in start_rows}
     drops = [
-        (row["total"] - base_by_id[row["prompt_id"]]["total"], seed, row)
+        (row["total"] - start_by_id[row["prompt_id"]]["total"], seed, row)
         for seed, rows in rows_by_seed.items()
         for row in rows
-        if row["total"] < base_by_id[row["prompt_id"]]["total"]
+        if row["total"] < start_by_id[row["prompt_id"]]["total"]
     ]
     drops.sort(key=lambda drop: (drop[0], drop[1], drop[2]["prompt_id"]))
     return [
@@ -80,11 +80,11 @@ def worst_regressions(
             "prompt_id": row["prompt_id"],
             "task": row["task"],
             "seed": seed,
-            "base_total": base_by_id[row["prompt_id"]]["total"],
+            "start_total": start_by_id[row["prompt_id"]]["total"],
             "tuned_total": row["total"],
             "delta": delta,
             "prompt": (prompts or {}).get(row["prompt_id"]),
-            "base_completion": base_by_id[row["prompt_id"]]["completion"],
+            "start_completion": start_by_id[row["prompt_id"]]["completion"],
             "tuned_completion": row["completion"],
         }
         for delta, seed, row in drops[:count]
@@ -144,11 +144,11 @@ def render_worst_regressions(regressions: list[dict[str, Any]]) -> list[str]:
     for rank, r in enumerate(regressions, start=1):
         lines += [
             f"### {rank}. {r['task']} · `{r['prompt_id']}` · seed {r['seed']}: "
-            f"{r['base_total']:.3f} → {r['tuned_total']:.3f} ({r['delta']:+.3f})",
+            f"{r['start_total']:.3f} → {r['tuned_total']:.3f} ({r['delta']:+.3f})",
             "",
         ]
         if r["prompt"]:
             lines += ["Prompt:", "", _fenced(r["prompt"]), ""]
-        lines += ["Base:", "", _fenced(r["base_completion"]), ""]
+        lines += ["Start:", "", _fenced(r["start_completion"]), ""]
         lines += ["Tuned:", "", _fenced(r["tuned_completion"]), ""]
     return lines

@@ -14,13 +14,15 @@ from prefect import task
 
 from configs.recipe import EvalConfig
 from tasks.core.caching import ContentKey, cache_token, task_code_digest
-from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData
+from tasks.core.manifests import SFT_SOURCE, Adapter, BaseModelArtifact, EvalRows, PreparedData
 from tasks.core.memory import returns_memory
 from tasks.core.store import ArtifactStore
 from tasks.generation.answering import generate, score_row
 from tasks.models.model import load_model_and_tokenizer
 
-BASE_TAG = "base"
+# What a model's eval file and rows are named by (with `seed-N` for a seed's tuned model): the
+# model itself, so that the SFT model's rows never read as the base model's.
+BASE_TAG, SFT_TAG = "base", "sft"
 
 
 def load_with_adapter(
@@ -44,12 +46,18 @@ def adds_nothing(adapter: Adapter, store: ArtifactStore) -> bool:
     return all(not tensor.any() for name, tensor in weights.items() if "lora_B" in name)
 
 
+def model_tag(model: BaseModelArtifact, adapter: Adapter | None) -> str:
+    if adapter is not None:
+        return f"seed-{adapter.seed}"
+    return SFT_TAG if model.source == SFT_SOURCE else BASE_TAG
+
+
 def answers_path(
     config: EvalConfig, data: PreparedData, base: BaseModelArtifact, adapter: Adapter | None
 ) -> str:
     """The store file of a model's eval answers, named by what makes them: the settings, the
     split, the models and this code."""
-    tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
+    tag = model_tag(base, adapter)
     identity = cache_token([config, data, base, adapter, task_code_digest(__name__)])
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
     return f"eval/{tag}-{digest[:16]}.jsonl"
@@ -64,9 +72,9 @@ def evaluate_model(
     store: ArtifactStore,
     start_rows: EvalRows | None = None,
 ) -> EvalRows:
-    """The adapter (or the base model alone) on the eval split. `start_rows`: the base model's
+    """The adapter (or the start model alone) on the eval split. `start_rows`: the start model's
     rows under the same settings, whose answers an adapter that adds nothing gives again."""
-    tag = BASE_TAG if adapter is None else f"seed-{adapter.seed}"
+    tag = model_tag(base, adapter)
     path = answers_path(config, data, base, adapter)
     # A file of that name holds these answers: one another process wrote
     # (flows/side_by_side.py) is taken as it is. A file in the store is whole or absent

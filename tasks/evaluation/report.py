@@ -20,7 +20,14 @@ from prefect.artifacts import (
 from configs.recipe import CompareConfig, Recipe
 from rewards import TASKS
 from tasks.core.caching import PROJECT_ROOT, ContentKey, cache_token
-from tasks.core.manifests import Adapter, BaseModelArtifact, EvalRows, PreparedData, ReportArtifact
+from tasks.core.manifests import (
+    SFT_SOURCE,
+    Adapter,
+    BaseModelArtifact,
+    EvalRows,
+    PreparedData,
+    ReportArtifact,
+)
 from tasks.core.store import ArtifactStore
 from tasks.evaluation import claim_truth, field_agreement, plots
 from tasks.evaluation.eval_summary import (
@@ -43,6 +50,14 @@ from tasks.evaluation.stats import (
     seed_average,
 )
 from tasks.training.stopping import HELDOUT_TRUNCATED
+
+# The models the report shows, named as docs/glossary.md defines them.
+BASE_MODEL, SFT_MODEL = "base model", "SFT model"
+
+
+def start_label(start: dict[str, Any]) -> str:
+    """The name of the model GRPO started from (a BaseModelArtifact's fields)."""
+    return SFT_MODEL if start["source"] == SFT_SOURCE else BASE_MODEL
 
 
 def git_commit() -> str | None:
@@ -77,7 +92,7 @@ def results_table(results: dict[str, PairedTest]) -> list[dict[str, Any]]:
         {
             "task": task_name,
             "n": r.n,
-            "base": round(r.base_mean, 4),
+            "start": round(r.start_mean, 4),
             "tuned": round(r.tuned_mean, 4),
             "delta": round(r.delta, 4),
             "delta_pct": None if r.delta_pct is None else round(r.delta_pct, 1),
@@ -95,7 +110,7 @@ def results_table(results: dict[str, PairedTest]) -> list[dict[str, Any]]:
 
 def _markdown_table(results: dict[str, PairedTest]) -> str:
     lines = [
-        "| Task | n | Base | Tuned | Δ | 95% CI of Δ | Δ% | r | W | p | p (Holm) "
+        "| Task | n | Start | Tuned | Δ | 95% CI of Δ | Δ% | r | W | p | p (Holm) "
         "| p worse (Holm) | Significant change |",
         "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
@@ -106,7 +121,7 @@ def _markdown_table(results: dict[str, PairedTest]) -> str:
         name = f"**{task_name.upper()}**" if task_name == OVERALL else task_name
         pct = "n/a" if r.delta_pct is None else f"{r.delta_pct:+.1f}%"
         lines.append(
-            f"| {name} | {r.n} | {fmt(r.base_mean)} | {fmt(r.tuned_mean)} | "
+            f"| {name} | {r.n} | {fmt(r.start_mean)} | {fmt(r.tuned_mean)} | "
             f"{fmt(r.delta, signed=True)} | [{r.ci_low:+.3f}, {r.ci_high:+.3f}] | "
             f"{pct} | {r.effect_size:+.2f} | {r.statistic:.1f} | {fmt(r.p_better, 4)} | "
             f"{fmt(r.p_better_holm, 4)} | {fmt(r.p_worse_holm, 4)} | {_change(r)} |"
@@ -143,6 +158,7 @@ def _verdict_sections(comparison: Comparison, pooled_title: str) -> list[str]:
     ]
 
 
+SFT_TITLE = "## Base model -> SFT model (the model GRPO starts from)"
 FIELDS_TITLE = "Extraction: each field against the review's reading"
 CLAIMS_TITLE = "Insights: what the answers claim about their table"
 TRUST_TITLE = "Extraction: what each issue flag can be trusted for"
@@ -179,13 +195,13 @@ def _as_json(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sft_section(sft: dict[str, Any]) -> list[str]:
-    """What SFT taught: the raw base model against the SFT model GRPO started from."""
+    """What SFT taught: the base model against the SFT model GRPO started from."""
     return [
-        "## Raw base -> SFT (the model GRPO starts from)",
+        SFT_TITLE,
         "",
         _markdown_table(sft["comparison"]),
         "",
-        *render_generation_summary(sft["generation"], "Raw base -> SFT: answer lengths"),
+        *render_generation_summary(sft["generation"], "Base model -> SFT model: answer lengths"),
     ]
 
 
@@ -277,16 +293,20 @@ def _training_table(rows: list[dict[str, Any]]) -> str:
 def render_markdown(report: dict[str, Any]) -> str:
     comparison: Comparison = report["comparison"]
     method = comparison.method
+    start = report["start_model"]
     parts = [
         f"# Tucano-commerce report: {report['recipe']}",
         "",
-        f"- Base model: `{report['base_model']['location']}` ({report['base_model']['source']})",
+        f"- GRPO's start model, the {start_label(start)}: `{start['location']}` "
+        f"({start['source']})",
         f"- Seeds: {', '.join(str(s) for s in report['seeds'])}",
         f"- Eval prompts: {report['eval_prompts']} (temperature {report['eval_temperature']})",
-        f"- Config {report['config_fingerprint']} · data {report['data_fingerprint'][:16]}"
+        f"- Recipe {report['config_fingerprint']} · data {report['data_fingerprint'][:16]}"
         f" · commit {report['git_commit'] or 'unknown'}",
         "",
-        *_verdict_sections(comparison, "Base vs GRPO-tuned (tuned score = mean over seeds)"),
+        *_verdict_sections(
+            comparison, f"{start_label(start)} vs GRPO-tuned (tuned score = mean over seeds)"
+        ),
         f"Method: {method['test']}; zeros: {method['zero_method']}; α = {method['alpha']}; "
         f"{method['multiple_testing']}; r = {method['effect_size']}; CI: {method['ci']}; "
         f"verdict: {method['verdict']}.",
@@ -304,41 +324,42 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def _sft_step(
-    raw_rows: list[dict[str, Any]], sft_rows: list[dict[str, Any]], alpha: float
+    base_rows: list[dict[str, Any]], sft_rows: list[dict[str, Any]], alpha: float
 ) -> dict[str, Any]:
     return {
-        "comparison": compare_rows(raw_rows, sft_rows, alpha),
-        "generation": generation_summary({"raw base": raw_rows, "SFT": sft_rows}),
+        "comparison": compare_rows(base_rows, sft_rows, alpha),
+        "generation": generation_summary({BASE_MODEL: base_rows, SFT_MODEL: sft_rows}),
     }
 
 
 def build_report(
     recipe: Recipe,
     data: PreparedData,
-    base: BaseModelArtifact,
+    start: BaseModelArtifact,
     adapters: list[Adapter],
-    base_eval: EvalRows,
+    start_eval: EvalRows,
     tuned_evals: list[EvalRows],
     store: ArtifactStore,
-    raw_base_eval: EvalRows | None = None,
+    base_eval: EvalRows | None = None,
 ) -> ReportArtifact:
-    """`base` is the model GRPO started from; with SFT, `raw_base_eval` is the model SFT started
-    from, and the report shows that step in its own section."""
+    """`start` is the model GRPO started from; with SFT, `base_eval` is the base model's (the one
+    SFT started from), and the report shows that step in its own section."""
     eval_prompts = store.read_jsonl(data.eval)
     assert_no_overlap(store.read_jsonl(data.train), eval_prompts)
-    base_rows = store.read_jsonl(base_eval.rows)
+    start_rows = store.read_jsonl(start_eval.rows)
     rows_by_seed = {
         int(e.seed): store.read_jsonl(e.rows) for e in tuned_evals if e.seed is not None
     }
-    scores = base_rows + [row for seed in sorted(rows_by_seed) for row in rows_by_seed[seed]]
-    raw_rows = store.read_jsonl(raw_base_eval.rows) if raw_base_eval else None
+    scores = start_rows + [row for seed in sorted(rows_by_seed) for row in rows_by_seed[seed]]
+    base_rows = store.read_jsonl(base_eval.rows) if base_eval else None
     seed_rows = {f"seed {s}": rows for s, rows in sorted(rows_by_seed.items())}
     prompt_texts = {row["prompt_id"]: last_user_message(row["prompt"]) for row in eval_prompts}
     stars = {row["prompt_id"]: row.get("review_score") for row in eval_prompts}
     histories = {a.seed: store.read_json(a.log_history) for a in adapters}
+    started = start_label(start.model_dump())
     models_rows = {
-        **({"raw base": raw_rows} if raw_rows is not None else {}),
-        "base": base_rows,
+        **({BASE_MODEL: base_rows} if base_rows is not None else {}),
+        started: start_rows,
         **seed_rows,
     }
     report = {
@@ -346,16 +367,16 @@ def build_report(
         "config_fingerprint": recipe.fingerprint(),
         "data_fingerprint": data.fingerprint,
         "git_commit": git_commit(),
-        "base_model": base.model_dump(),
+        "start_model": start.model_dump(),
         "seeds": sorted(rows_by_seed),
         "adapters": [a.model_dump() for a in adapters],
         "training": training_summary(adapters, histories),
-        "eval_prompts": len(base_rows),
+        "eval_prompts": len(start_rows),
         "eval_temperature": recipe.evaluation.temperature if recipe.evaluation.do_sample else 0.0,
         "comparison": compare(
-            base_rows, rows_by_seed, recipe.compare.alpha, recipe.compare.majority
+            start_rows, rows_by_seed, recipe.compare.alpha, recipe.compare.majority
         ),
-        "generation": generation_summary({"base": base_rows, **seed_rows}),
+        "generation": generation_summary({started: start_rows, **seed_rows}),
         "sentiment": sentiment_by_stars(models_rows, stars),
         "fields": field_agreement.by_model(
             models_rows, {row["prompt_id"]: row for row in eval_prompts}
@@ -363,19 +384,19 @@ def build_report(
         "claims": claim_truth.by_model(
             models_rows, {row["prompt_id"]: row for row in eval_prompts}
         ),
-        "worst_regressions": worst_regressions(base_rows, rows_by_seed, prompt_texts),
-        "sft": _sft_step(raw_rows, base_rows, recipe.compare.alpha)
-        if raw_rows is not None
+        "worst_regressions": worst_regressions(start_rows, rows_by_seed, prompt_texts),
+        "sft": _sft_step(base_rows, start_rows, recipe.compare.alpha)
+        if base_rows is not None
         else None,
     }
-    identity = json.dumps(
-        cache_token([base_eval, tuned_evals, recipe, raw_base_eval]), sort_keys=True
-    )
+    identity = json.dumps(cache_token([start_eval, tuned_evals, recipe, base_eval]), sort_keys=True)
     folder = f"reports/{recipe.name}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
     store.write_jsonl(f"{folder}/scores.jsonl", scores)
     pictures = {
-        "base_vs_tuned.png": plots.base_vs_tuned(report["comparison"].pooled),
-        "score_distributions.png": plots.score_distributions(base_rows, seed_average(rows_by_seed)),
+        "start_vs_tuned.png": plots.start_vs_tuned(report["comparison"].pooled, started),
+        "score_distributions.png": plots.score_distributions(
+            start_rows, seed_average(rows_by_seed), started
+        ),
         "training_curves.png": plots.training_curves(histories),
     }
     for name, png in pictures.items():
@@ -467,7 +488,7 @@ def publish_report(report: ReportArtifact, store: ArtifactStore) -> None:
     create_table_artifact(
         key="tucano-comparison",
         table=results_table(Comparison.model_validate(content["comparison"]).pooled),
-        description=f"Base vs tuned, pooled ({content.get('recipe', 'two saved evaluations')}).",
+        description=f"Start vs tuned, pooled ({content.get('recipe', 'two saved evaluations')}).",
     )
     create_markdown_artifact(
         key="tucano-report",

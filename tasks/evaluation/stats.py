@@ -1,7 +1,8 @@
 """Step 5: is the tuned model better? Paired one-sided Wilcoxon signed-rank tests, per task.
 
-Each eval prompt is scored for the base model and for the tuned model of each seed; the pairs are
-matched by prompt id. Differences are taken at SCORE_DECIMALS, so float noise is no change; zero
+Each eval prompt is scored for the start model (the model GRPO starts from: the SFT model, or the
+base model without SFT) and for the tuned model of each seed; the pairs are matched by prompt
+id. Differences are taken at SCORE_DECIMALS, so float noise is no change; zero
 differences are then dropped before ranking (Wilcoxon's own method, scipy's
 `zero_method="wilcox"`), and scipy's `method="auto"` chooses the exact null distribution, a
 permutation test or the normal approximation; the report records which one was used.
@@ -13,11 +14,11 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from rewards import TASKS
 
-# Two one-sided tests on the same pairs: H1 tuned > base says "better", H1 tuned < base says
+# Two one-sided tests on the same pairs: H1 tuned > start says "better", H1 tuned < start says
 # "worse"; a promotion needs the first and must not have the second.
 ALTERNATIVES = {"p_better": "greater", "p_worse": "less"}
 ZERO_METHOD = "wilcox"
@@ -41,12 +42,13 @@ class _Result(BaseModel):
 
 
 class PairedTest(_Result):
-    """One base-vs-tuned comparison on prompts paired by id: both one-sided Wilcoxon tests, the
+    """One start-vs-tuned comparison on prompts paired by id: both one-sided Wilcoxon tests, the
     Holm-adjusted p-values of its family of tasks, and what they are significant for."""
 
     n: int
     n_nonzero: int
-    base_mean: float
+    # Files written before the start model had its name say base_mean.
+    start_mean: float = Field(validation_alias=AliasChoices("start_mean", "base_mean"))
     tuned_mean: float
     delta: float
     delta_pct: float | None
@@ -190,10 +192,10 @@ def signed_rank(differences: np.ndarray, alternative: str) -> Any:
     return wilcoxon(differences, alternative=alternative, zero_method=ZERO_METHOD)
 
 
-def paired_test(base: Sequence[float], tuned: Sequence[float], alpha: float = 0.05) -> PairedTest:
-    base_arr, tuned_arr = np.asarray(base, dtype=float), np.asarray(tuned, dtype=float)
-    differences = settled(tuned_arr - base_arr)
-    base_mean, tuned_mean = float(base_arr.mean()), float(tuned_arr.mean())
+def paired_test(start: Sequence[float], tuned: Sequence[float], alpha: float = 0.05) -> PairedTest:
+    start_arr, tuned_arr = np.asarray(start, dtype=float), np.asarray(tuned, dtype=float)
+    differences = settled(tuned_arr - start_arr)
+    start_mean, tuned_mean = float(start_arr.mean()), float(tuned_arr.mean())
     delta = float(differences.mean())
     low, high = bootstrap_ci(differences)
     n_nonzero = int(np.count_nonzero(differences))
@@ -201,10 +203,10 @@ def paired_test(base: Sequence[float], tuned: Sequence[float], alpha: float = 0.
     return PairedTest(
         n=len(differences),
         n_nonzero=n_nonzero,
-        base_mean=base_mean,
+        start_mean=start_mean,
         tuned_mean=tuned_mean,
         delta=delta,
-        delta_pct=100 * delta / base_mean if base_mean else None,
+        delta_pct=100 * delta / start_mean if start_mean else None,
         effect_size=rank_biserial(differences),
         ci_low=low,
         ci_high=high,
@@ -227,18 +229,18 @@ def holm(p_values: dict[str, float | None]) -> dict[str, float | None]:
 
 
 def compare_rows(
-    base_rows: list[dict[str, Any]], tuned_rows: list[dict[str, Any]], alpha: float
+    start_rows: list[dict[str, Any]], tuned_rows: list[dict[str, Any]], alpha: float
 ) -> dict[str, PairedTest]:
-    """Per task and overall, base vs tuned paired by prompt id; Holm across the tasks."""
+    """Per task and overall, start vs tuned paired by prompt id; Holm across the tasks."""
     tuned_by_id = {row["prompt_id"]: row for row in tuned_rows}
-    missing = [row["prompt_id"] for row in base_rows if row["prompt_id"] not in tuned_by_id]
+    missing = [row["prompt_id"] for row in start_rows if row["prompt_id"] not in tuned_by_id]
     if missing:
         raise ValueError(f"{len(missing)} eval prompts have no tuned score, e.g. {missing[:3]}")
     out: dict[str, PairedTest] = {}
     for task in (*TASKS, OVERALL):
         pairs = [
             (row["total"], tuned_by_id[row["prompt_id"]]["total"])
-            for row in base_rows
+            for row in start_rows
             if task == OVERALL or row["task"] == task
         ]
         if not pairs:
@@ -298,19 +300,19 @@ def seed_average(rows_by_seed: dict[int, list[dict[str, Any]]]) -> list[dict[str
 
 
 def compare(
-    base_rows: list[dict[str, Any]],
+    start_rows: list[dict[str, Any]],
     rows_by_seed: dict[int, list[dict[str, Any]]],
     alpha: float,
     majority: int | None = None,
 ) -> Comparison:
     majority = majority or len(rows_by_seed) // 2 + 1
     per_seed = {
-        str(seed): compare_rows(base_rows, rows, alpha) for seed, rows in rows_by_seed.items()
+        str(seed): compare_rows(start_rows, rows, alpha) for seed, rows in rows_by_seed.items()
     }
     return Comparison(
         method={
             "test": "Wilcoxon signed-rank, paired by prompt id, one-sided both ways "
-            "(p: tuned > base; p_worse: tuned < base)",
+            "(p: tuned > start; p_worse: tuned < start)",
             "zero_method": f"{ZERO_METHOD} (zero differences dropped before ranking; differences "
             f"taken at {SCORE_DECIMALS} decimals, so float noise is zero)",
             "scipy_method": "auto (per test: see each result's 'method')",
@@ -323,7 +325,7 @@ def compare(
             "verdict": f"better (worse) when Holm-significant and positive (negative) in "
             f">= {majority} of {len(rows_by_seed)} seeds",
         },
-        pooled=compare_rows(base_rows, seed_average(rows_by_seed), alpha),
+        pooled=compare_rows(start_rows, seed_average(rows_by_seed), alpha),
         per_seed=per_seed,
         across_seeds=across_seeds(per_seed, majority),
     )

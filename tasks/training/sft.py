@@ -2,9 +2,10 @@
 
 TRL's SFTTrainer learns the answer of each train prompt (loss on the answer only) with a LoRA
 adapter, or every weight for a tiny model; the result is merged into plain weights, so GRPO trains
-a fresh LoRA on top and evaluation's "base" is the SFT model: the report then isolates GRPO's own
-effect, and shows the raw base -> SFT step apart. Checkpoints go into the store like GRPO's (same
-markers, same resume), and the run is keyed by its recipe, data, base model and code.
+a fresh LoRA on top and the SFT model is the start model the report compares each seed with: the
+report then isolates GRPO's own effect, and shows the base model -> SFT model step apart.
+Checkpoints go into the store like GRPO's (same markers, same resume), and the run is keyed by
+its recipe, data, base model and code.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from configs.recipe import LoraConfig, SftConfig, deal
 from tasks.core import signals
 from tasks.core.caching import ContentKey, identity_key, task_code_digest
 from tasks.core.locks import StoreLock
-from tasks.core.manifests import BaseModelArtifact, PreparedData
+from tasks.core.manifests import SFT_SOURCE, BaseModelArtifact, PreparedData
 from tasks.core.memory import returns_memory
 from tasks.core.store import ArtifactStore
 from tasks.models.backends import bf16_training, peft_lora_config
@@ -380,7 +381,7 @@ def train_sft(
 
 def _artifact(store: ArtifactStore, location: str) -> BaseModelArtifact:
     return BaseModelArtifact(
-        fingerprint=store.dir_digest(location), source="sft", location=location, in_store=True
+        fingerprint=store.dir_digest(location), source=SFT_SOURCE, location=location, in_store=True
     )
 
 
