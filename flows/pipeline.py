@@ -189,8 +189,8 @@ def train_flow(
     # 1-2. Data prep and the reward audit gate (cached when unchanged).
     prepared = prepare_audited(recipe, store, data)
     # 3. GRPO training of one seed from the start model (the SFT model, with SFT).
-    base = starting_model(recipe, store, prepared).model
-    return train_seed_task(recipe.training, recipe.lora, prepared, base, seed, store)
+    start = starting_model(recipe, store, prepared).model
+    return train_seed_task(recipe.training, recipe.lora, prepared, start, seed, store)
 
 
 @flow(name="tucano-sft")
@@ -245,12 +245,12 @@ def evaluate_model_flow(
     recipe, store = _open(recipe_path, artifacts)
     # 1-3. Data, the model GRPO started from and the seed's adapter (all cached when done).
     prepared = prepare(recipe, store, data)
-    base = starting_model(recipe, store, prepared).model
+    start = starting_model(recipe, store, prepared).model
     adapter = None
     if seed is not None:
-        adapter = train_seed_task(recipe.training, recipe.lora, prepared, base, seed, store)
+        adapter = train_seed_task(recipe.training, recipe.lora, prepared, start, seed, store)
     # 4. That one model (the start with no seed) on the eval split.
-    return evaluate_model_task(recipe.evaluation, prepared, base, adapter, store)
+    return evaluate_model_task(recipe.evaluation, prepared, start, adapter, store)
 
 
 @flow(name="tucano-compare")

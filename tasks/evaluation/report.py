@@ -55,9 +55,9 @@ from tasks.training.stopping import HELDOUT_TRUNCATED
 BASE_MODEL, SFT_MODEL = "base model", "SFT model"
 
 
-def start_label(start: dict[str, Any]) -> str:
-    """The name of the model GRPO started from (a BaseModelArtifact's fields)."""
-    return SFT_MODEL if start["source"] == SFT_SOURCE else BASE_MODEL
+def start_label(source: str) -> str:
+    """The name of the model GRPO started from, by its BaseModelArtifact's source."""
+    return SFT_MODEL if source == SFT_SOURCE else BASE_MODEL
 
 
 def git_commit() -> str | None:
@@ -158,7 +158,6 @@ def _verdict_sections(comparison: Comparison, pooled_title: str) -> list[str]:
     ]
 
 
-SFT_TITLE = "## Base model -> SFT model (the model GRPO starts from)"
 FIELDS_TITLE = "Extraction: each field against the review's reading"
 CLAIMS_TITLE = "Insights: what the answers claim about their table"
 TRUST_TITLE = "Extraction: what each issue flag can be trusted for"
@@ -197,7 +196,7 @@ def _as_json(report: dict[str, Any]) -> dict[str, Any]:
 def _sft_section(sft: dict[str, Any]) -> list[str]:
     """What SFT taught: the base model against the SFT model GRPO started from."""
     return [
-        SFT_TITLE,
+        "## Base model -> SFT model (the model GRPO starts from)",
         "",
         _markdown_table(sft["comparison"]),
         "",
@@ -294,19 +293,17 @@ def render_markdown(report: dict[str, Any]) -> str:
     comparison: Comparison = report["comparison"]
     method = comparison.method
     start = report["start_model"]
+    started = start_label(start["source"])
     parts = [
         f"# Tucano-commerce report: {report['recipe']}",
         "",
-        f"- GRPO's start model, the {start_label(start)}: `{start['location']}` "
-        f"({start['source']})",
+        f"- GRPO's start model, the {started}: `{start['location']}` ({start['source']})",
         f"- Seeds: {', '.join(str(s) for s in report['seeds'])}",
         f"- Eval prompts: {report['eval_prompts']} (temperature {report['eval_temperature']})",
         f"- Recipe {report['config_fingerprint']} · data {report['data_fingerprint'][:16]}"
         f" · commit {report['git_commit'] or 'unknown'}",
         "",
-        *_verdict_sections(
-            comparison, f"{start_label(start)} vs GRPO-tuned (tuned score = mean over seeds)"
-        ),
+        *_verdict_sections(comparison, f"{started} vs GRPO-tuned (tuned score = mean over seeds)"),
         f"Method: {method['test']}; zeros: {method['zero_method']}; α = {method['alpha']}; "
         f"{method['multiple_testing']}; r = {method['effect_size']}; CI: {method['ci']}; "
         f"verdict: {method['verdict']}.",
@@ -356,7 +353,7 @@ def build_report(
     prompt_texts = {row["prompt_id"]: last_user_message(row["prompt"]) for row in eval_prompts}
     stars = {row["prompt_id"]: row.get("review_score") for row in eval_prompts}
     histories = {a.seed: store.read_json(a.log_history) for a in adapters}
-    started = start_label(start.model_dump())
+    started = start_label(start.source)
     models_rows = {
         **({BASE_MODEL: base_rows} if base_rows is not None else {}),
         started: start_rows,
