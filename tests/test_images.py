@@ -77,6 +77,8 @@ def test_an_image_installs_the_project_as_the_makefile_does(name: str, tmp_path:
     assert dry.returncode == 0, dry.stderr  # every file the install reads was copied
     assert f'-e "{IMAGES[name]}"' in dry.stdout, dry.stdout
     assert '"torch==2.13.0"' in dry.stdout
+    # a worker, not make, starts an image's processes: the bytecode is written in the build
+    assert "-m compileall" in dry.stdout
     # ... and from those files alone a package builds with the code and the recipes
     wheel = subprocess.run(
         [*PIP_WHEEL, "--no-cache-dir", "--wheel-dir", str(tmp_path / "wheel"), "."],

@@ -2,7 +2,7 @@
 thread each, on a real Prefect server. What they make is what the same pipeline makes in one
 process; stopped however it is stopped, such a run ends whole within the grace period, and the
 same command then ends as the run never interrupted did: SIGTERM while both seeds are in a step
-that would last minutes; Ctrl-C, SIGKILL of one child and SIGKILL of the parent alone in turn,
+that would last minutes, Ctrl-C, SIGKILL of one child and SIGKILL of the parent alone, in turn,
 then the report and adapters of the same pipeline run in one process, uninterrupted.
 """
 
@@ -33,7 +33,6 @@ from .conftest import REPO_ROOT, SHIPPED_DATA, complete_checkpoints
 from .pipeline_runs import (
     EXIT_BOUND_S,
     GENERIC_STOP,
-    RECIPE,
     PipelineRun,
     command_line,
     terminate,
@@ -132,49 +131,6 @@ if os.environ.get("TUCANO_TEST_PAUSED_LOSS"):
     trl.GRPOTrainer.compute_loss = compute_loss
 """
 PAUSE_AT_CALL = 6
-SIDE_BY_SIDE_RECIPE = {
-    **RECIPE,
-    "name": "termination_side_by_side",
-    "seeds": [7, 8],
-    "processes": 2,
-    "training": {**RECIPE["training"], "save_steps": 1},
-}
-
-
-def test_seeds_side_by_side_stop_within_the_grace_period_with_their_last_step_kept(
-    tmp_path: Path, prefect_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Both seeds in a step that would not end for minutes: SIGTERM to the run's group ends
-    every process within the bound, each seed's newest checkpoint complete and named. (Ctrl-C to
-    a side-by-side run: the next test.)"""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(PAUSED_LOSS.replace("{at}", str(PAUSE_AT_CALL)))
-    monkeypatch.setenv("TUCANO_TEST_PAUSED_LOSS", "1")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(REPO_ROOT)]))
-    run = PipelineRun(tmp_path, prefect_home, recipe=SIDE_BY_SIDE_RECIPE)
-    try:
-        deadline = time.monotonic() + 300
-        while run.output.count("PAUSED IN compute_loss") < 2:
-            assert time.monotonic() < deadline, run.output[-3000:]
-            run.wait_for("PAUSED IN compute_loss")
-            time.sleep(0.2)
-        run.its_processes()
-        started = time.monotonic()
-        run.stop(signal.SIGTERM, kept=re.escape(GENERIC_STOP.format(run.artifacts)))
-        assert time.monotonic() - started < EXIT_BOUND_S
-    finally:
-        run.end()
-    output = run.output
-    for seed in (7, 8):
-        said = re.search(
-            rf"\[seed {seed}\] .*stopped by SIGTERM; seed {seed}'s checkpoint after step (\d+) "
-            r"is in (\S+)", output,
-        )  # fmt: skip
-        assert said, output[-3000:]
-        assert int(said[1]) >= 1
-        assert (Path(said[2]) / f"checkpoint-{said[1]}" / COMPLETE_MARKER).is_file()
-    assert output.count("abandoned, the newest checkpoint kept") == 2, output[-3000:]
 
 
 def _newest_checkpoints(artifacts: Path) -> dict[str, int]:
@@ -231,28 +187,66 @@ def _adapters(artifacts: Path) -> dict[str, bytes]:
     return {folder: (artifacts / folder / WEIGHTS).read_bytes() for folder in {*named, *finals}}
 
 
+def _stop_both_in_a_step_of_minutes(run: PipelineRun) -> None:
+    """SIGTERM to the run's group while both seeds are in a step that would not end for minutes:
+    every process ends within the bound, each seed's newest checkpoint complete and named."""
+    deadline = time.monotonic() + 300
+    while run.output.count("PAUSED IN compute_loss") < 2:
+        assert time.monotonic() < deadline, run.output[-3000:]
+        run.wait_for("PAUSED IN compute_loss")
+        time.sleep(0.2)
+    run.its_processes()
+    started = time.monotonic()
+    run.stop(signal.SIGTERM, kept=re.escape(GENERIC_STOP.format(run.artifacts)))
+    assert time.monotonic() - started < EXIT_BOUND_S
+    output = run.output
+    for seed in (7, 8):
+        said = re.search(
+            rf"\[seed {seed}\] .*stopped by SIGTERM; seed {seed}'s checkpoint after step (\d+) "
+            r"is in (\S+)", output,
+        )  # fmt: skip
+        assert said, output[-3000:]
+        assert int(said[1]) >= 1
+        assert (Path(said[2]) / f"checkpoint-{said[1]}" / COMPLETE_MARKER).is_file()
+    assert output.count("abandoned, the newest checkpoint kept") == 2, output[-3000:]
+
+
 def test_a_side_by_side_run_stopped_every_way_resumes_to_what_one_process_makes(
-    one_process: ArtifactStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    one_process: ArtifactStore, tmp_path: Path, prefect_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`processes: 2`: the seeds train in children, each its own flow run on the server, both at
-    once. Stopped by Ctrl-C (the children get SIGTERM from the parent), then by a child's SIGKILL
-    (the OOM killer), then by the parent's SIGKILL with its children left behind: each time every
-    process ends within the grace period. The same command, run again after all three, evaluates
-    the models two at a time and ends with the very report and adapters of the pipeline run in
-    one process, never interrupted. The command runs on one thread, as the reference did."""
+    once. Stopped by SIGTERM while both seeds are in a step that would last minutes (the run on a
+    temporary server of its own, as `make pipeline` runs), then by Ctrl-C (the children get
+    SIGTERM from the parent), then by a child's SIGKILL (the OOM killer), then by the parent's
+    SIGKILL with its children left behind: each time every process ends within the grace
+    period. The same command, run again after all four, evaluates the models two at a time and
+    ends with the very report and adapters of the pipeline run in one process, never
+    interrupted. The command runs on one thread, as the reference did."""
     for name, value in ONE_THREAD.items():
         monkeypatch.setenv(name, value)
     folder = tmp_path / "interrupted"
     folder.mkdir()
     artifacts = folder / "artifacts"
 
-    def again() -> PipelineRun:
-        return PipelineRun(folder, None, recipe=SIDE_BY_SIDE, artifacts=artifacts)
+    def again(prefect_home: Path | None = None) -> PipelineRun:
+        return PipelineRun(folder, prefect_home, recipe=SIDE_BY_SIDE, artifacts=artifacts)
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(PAUSED_LOSS.replace("{at}", str(PAUSE_AT_CALL)))
+    with monkeypatch.context() as paused:
+        paused.setenv("TUCANO_TEST_PAUSED_LOSS", "1")
+        paused.setenv("PYTHONPATH", os.pathsep.join([str(site), str(REPO_ROOT)]))
+        run = again(prefect_home)
+    try:
+        _stop_both_in_a_step_of_minutes(run)
+    finally:
+        run.end()
 
     started = datetime.now(UTC)
     run = again()
     try:
-        _both_seeds_past(run, artifacts, {})
+        _both_seeds_past(run, artifacts, _newest_checkpoints(artifacts))
         # Each seed trains in a child of its own, both at once.
         assert sorted(_children_training(run)) == [7, 8]
         run.stop(signal.SIGINT, kept=re.escape(GENERIC_STOP.format(artifacts)))
