@@ -13,6 +13,7 @@ import pytest
 
 from configs.recipe import (
     CONFIG_DIR,
+    DEFAULT_RECIPE,
     EvalConfig,
     LoraConfig,
     ModelConfig,
@@ -31,13 +32,7 @@ from tasks.prep.build import prepare_data
 from tasks.prep.olist import fingerprint_source
 from tasks.production.export import export_model
 from tasks.training import train
-from tasks.training.sft import (
-    answers_too_long,
-    example_lengths,
-    examples_too_long,
-    sft_examples,
-    train_sft,
-)
+from tasks.training.sft import train_sft
 
 from .conftest import SHIPPED_DATA, SMOL, Smol, pip_offline
 from .test_generation_settings import poisoned_copy, record_sampling
@@ -318,9 +313,13 @@ SMOL_RECIPES = [load_recipe(CONFIG_DIR / name) for name in ("cpu_smol.yaml", "gp
 
 def test_the_smol_recipes_let_every_reference_answer_end(smol: Smol, tmp_path: Path) -> None:
     """In this model's tokenizer (Portuguese takes more tokens than in the tiny model's, trained
-    on our prompts): no answer SFT teaches is longer than generation allows, end of turn
-    included, no example is cut at sft.max_length, and TRL accepts the GRPO batch shape."""
+    on our prompts), for the default recipe and the GPU one: no answer SFT teaches is longer than
+    rollouts and evaluation may generate, end of turn included, no example is cut at
+    sft.max_length, and TRL accepts the GRPO batch shape."""
+    from .test_sft import assert_every_reference_ends
+
     cpu, gpu = SMOL_RECIPES
+    assert load_recipe(DEFAULT_RECIPE) == cpu
     assert cpu.data == gpu.data and cpu.model == gpu.model == SMOL
     store = ArtifactStore(tmp_path)
     rows = store.read_jsonl(
@@ -329,24 +328,7 @@ def test_the_smol_recipes_let_every_reference_answer_end(smol: Smol, tmp_path: P
     tokenizer = load_tokenizer(smol.base, smol.store)
     for recipe in SMOL_RECIPES:
         assert recipe.sft.enabled
-        assert answers_too_long(rows, tokenizer, recipe.answer_limit()) == {}
-        lengths = example_lengths(sft_examples(rows), tokenizer)
-        assert examples_too_long(lengths, recipe.sft.max_length)[0] == 0
+        assert_every_reference_ends(recipe, rows, tokenizer)
         trained = [row for row in rows if row["task"] in recipe.training.tasks]
         assert recipe.training.heldout_prompts <= len(trained) // 4
         train.grpo_config(recipe.training, recipe.seeds[0], tmp_path / recipe.name)
-
-
-def test_the_default_recipe_lets_every_reference_answer_end(smol: Smol, tmp_path: Path) -> None:
-    """The default recipe's prompts, references and limits in the real model's tokenizer: no
-    answer SFT teaches is longer than rollouts and evaluation may generate (its end of turn
-    included), and no example is cut at sft.max_length."""
-    from configs.recipe import DEFAULT_RECIPE, load_recipe
-
-    from .test_sft import assert_every_reference_ends
-
-    recipe = load_recipe(DEFAULT_RECIPE)
-    store = ArtifactStore(tmp_path)
-    data = prepare_data(fingerprint_source(str(SHIPPED_DATA)), recipe.data, store)
-    tokenizer = load_tokenizer(smol.base, smol.store)
-    assert_every_reference_ends(recipe, store.read_jsonl(data.train), tokenizer)
