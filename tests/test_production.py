@@ -530,6 +530,7 @@ def test_a_sigterm_mid_evaluation_or_export_leaves_nothing_half_written(
     )
     try:
         run.wait_for(f"PAUSED IN {pause}")
+        run.its_processes()
         run.stop(signal.SIGTERM, kept=re.escape(GENERIC_STOP.format(trained.root)))
     finally:
         run.end()
