@@ -114,7 +114,7 @@ class PipelineRun:
         if self.own_server:
             assert found, "the run has no process of its own (its temporary Prefect server)"
         else:  # given the tests' server, a run starts none of its own
-            servers = [command_line(pid) for pid in found if "flows.ephemeral" in command_line(pid)]
+            servers = [line for line in map(command_line, found) if "flows.ephemeral" in line]
             assert not servers, f"a temporary Prefect server beside the tests' one: {servers}"
         self.seen.update(found)
         return found
