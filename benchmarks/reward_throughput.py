@@ -1,12 +1,14 @@
 """How fast are the rewards, and how much of a GRPO step do they take?
 
-Prints two tables:
+Prints three tables:
 1. completions scored per second per task, on one core, uncached, SQL executed against the
    shipped Olist database (the audit set's 104 completions, repeated);
 2. the rewards' share of a real GRPO training step on the CPU tiny profile (reward functions
-   timed inside TRL's step, side by side with TRL's own step_time).
+   timed inside TRL's step, side by side with TRL's own step_time);
+3. the reward audit, as a run's process does it once, with no statement's result kept and with
+   the sandbox's kept results, side by side (CPU seconds, medians).
 
-Usage: .venv/bin/python benchmarks/reward_throughput.py [--seconds 3] [--steps 6]
+Usage: .venv/bin/python benchmarks/reward_throughput.py [--seconds 3] [--steps 6] [--audits 5]
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 
 from configs.recipe import CONFIG_DIR, load_recipe
-from rewards import TASKS, score
+from rewards import TASKS, score, sql_sandbox
 from tasks.evaluation.audit import load_audit_set
 from tasks.evaluation.score_logs import shipped_database
 
@@ -32,6 +34,7 @@ def scoring_throughput(seconds: float) -> list[tuple[str, int, float]]:
         items = [row for row in rows if row["task"] == task]
         done, started = 0, time.perf_counter()
         while time.perf_counter() - started < seconds:
+            sql_sandbox.forget_results()  # uncached: each pass runs its statements again
             for row in items:
                 score(task, row["completion"], database=database, **row["context"])
             done += len(items)
@@ -85,10 +88,32 @@ def reward_share(steps: int) -> tuple[list[float], list[float]]:
     return step_times, rewards
 
 
+def audit_seconds(audits: int) -> list[tuple[int, float]]:
+    """CPU seconds of one reward audit from nothing kept, by how many results the sandbox keeps
+    (0: every statement runs), the two taking turns."""
+    from configs.recipe import AuditConfig
+    from tasks.evaluation.audit import audit_rewards
+
+    database, kept = str(shipped_database()), sql_sandbox.KEPT_RESULTS
+    spent: dict[int, list[float]] = {0: [], kept: []}
+    try:
+        for _ in range(audits):
+            for size in spent:
+                sql_sandbox.KEPT_RESULTS = size
+                sql_sandbox.forget_results()
+                started = time.process_time()
+                audit_rewards(AuditConfig(), database)
+                spent[size].append(time.process_time() - started)
+    finally:
+        sql_sandbox.KEPT_RESULTS = kept
+    return [(size, statistics.median(seconds)) for size, seconds in spent.items()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per task, table 1")
     parser.add_argument("--steps", type=int, default=6, help="GRPO steps, table 2")
+    parser.add_argument("--audits", type=int, default=5, help="audits of each kind, table 3")
     args = parser.parse_args()
     # One core, as the tables say; torch is imported later, so this still takes effect.
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -106,6 +131,13 @@ def main() -> None:
     print("| step time (s) | reward time (s) | reward share |")
     print("|---:|---:|---:|")
     print(f"| {step:.3f} | {reward:.4f} | {100 * reward / step:.2f}% |")
+
+    (_, plain), (kept, memo) = audit_seconds(args.audits)
+    print(f"\n3. One reward audit, CPU seconds ({args.audits} each, medians)\n")
+    print("| results kept | audit (s) | against none kept |")
+    print("|---:|---:|---:|")
+    print(f"| 0 | {plain:.2f} | 1.00 |")
+    print(f"| {kept} | {memo:.2f} | {memo / plain:.2f} |")
 
 
 if __name__ == "__main__":

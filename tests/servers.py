@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 BIN = Path(sys.executable).parent
+# The file of a Prefect home's database.
+PREFECT_DATABASE = "prefect.db"
 
 
 def free_port() -> int:
@@ -156,10 +159,14 @@ def _stop_tree(process: subprocess.Popen, timeout: float = 20) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def start_prefect_server(root: Path) -> PrefectServer:
+def start_prefect_server(root: Path, database: Path | None = None) -> PrefectServer:
+    """`prefect server start` in a home under `root`, on a copy of `database` (a migrated one
+    spares the server its migrations) or on a new one."""
     home, logs = root / "prefect-home", root / "logs"
     home.mkdir(parents=True)
     logs.mkdir()
+    if database is not None:
+        shutil.copy(database, home / PREFECT_DATABASE)
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     env = {
@@ -171,7 +178,8 @@ def start_prefect_server(root: Path) -> PrefectServer:
         "TOKENIZERS_PARALLELISM": "false",
         # A worker looks for scheduled runs every 10 s by default: each run the tests start
         # through a deployment (a resumed attempt, a fanned-out seed) waited up to that long.
-        "PREFECT_WORKER_QUERY_SECONDS": "1",
+        # Each second, the polls cost the server and each worker 3 s of CPU a minute.
+        "PREFECT_WORKER_QUERY_SECONDS": "3",
     }
     server = subprocess.Popen(
         [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],

@@ -64,13 +64,13 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "test-output" / "ui"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """The server, a `local` worker in the server's folder and a `remote` one in an empty folder
-    (another machine: no checkout, the project not installed), both with the S3 store's
-    credentials in their environment."""
+def server(tmp_path_factory, prefect_api):
+    """The server (on a copy of the tests' server's database as it started), a `local` worker in
+    the server's folder and a `remote` one in an empty folder (another machine: no checkout, the
+    project not installed), both with the S3 store's credentials in their environment."""
     root = tmp_path_factory.mktemp("prefect-server")
     with moto_s3(root, BUCKET):
-        running = start_prefect_server(root)
+        running = start_prefect_server(root, prefect_api)
         try:
             with temporary_settings(updates={PREFECT_API_URL: running.url}):
                 deploy(zombie_after_s=ZOMBIE_AFTER_S, git_repository=git_remote(REPO_ROOT, root))

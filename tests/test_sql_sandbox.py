@@ -1,13 +1,15 @@
 """Model-written SQL runs against the real tables: it can read, and nothing else."""
 
 import hashlib
+import shutil
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 
-from rewards import score
-from rewards.sql_sandbox import MAX_ROWS, TIME_BUDGET_SECONDS, execute
+from rewards import score, sql_sandbox
+from rewards.sql_sandbox import KEPT_RESULT_SIZE, MAX_ROWS, TIME_BUDGET_SECONDS, execute
 
 HOSTILE = {
     "drop": "DROP TABLE orders",
@@ -88,3 +90,65 @@ def test_honest_queries_still_run(database: Path) -> None:
 def test_a_missing_database_is_an_error_not_an_exception(tmp_path: Path) -> None:
     result = execute(tmp_path / "nope.sqlite", "SELECT 1 FROM orders")
     assert not result.ok
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files the sandbox opens from now on, with nothing kept from before."""
+    sql_sandbox.forget_results()
+    calls: list[str] = []
+    connect = sqlite3.connect
+
+    def counted(target: str, *args, **kwargs):
+        if str(target).startswith("file:"):  # the sandbox's way of opening a file
+            calls.append(target)
+        return connect(target, *args, **kwargs)
+
+    monkeypatch.setattr(sql_sandbox.sqlite3, "connect", counted)
+    return calls
+
+
+STATES = "SELECT customer_state, COUNT(*) FROM customers GROUP BY 1 ORDER BY 2 DESC LIMIT 3"
+
+
+def test_a_statement_that_comes_again_is_answered_from_memory(
+    database: Path, opened: list[str]
+) -> None:
+    first = execute(database, STATES)
+    first.rows.append(("XX", 0))  # what a caller does to its rows is its own
+    again = execute(str(database), STATES)
+    assert first.ok and again.ok and again.rows == first.rows[:-1] and len(again.rows) == 3
+    assert len(opened) == 1
+
+
+def test_another_file_at_the_same_path_is_read_anew(
+    database: Path, opened: list[str], tmp_path: Path
+) -> None:
+    """As a data prep writes its database: another file, renamed into place."""
+    copy, other = tmp_path / "olist.sqlite", tmp_path / "other.sqlite"
+    shutil.copy(database, copy)
+    before = execute(copy, STATES)
+    shutil.copy(database, other)
+    with sqlite3.connect(other) as connection:
+        connection.execute("DELETE FROM customers WHERE customer_state = 'SP'")
+    other.replace(copy)
+    after = execute(copy, STATES)
+    assert before.rows[0][:1] == ("SP",) and ("SP",) not in [row[:1] for row in after.rows]
+    assert len(opened) == 2
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT no_such_column FROM orders",  # an error
+        f"SELECT * FROM order_items LIMIT {MAX_ROWS + 1}",  # a refusal
+        # a result too large to keep: 1,000 rows of 101 characters
+        f"SELECT printf('%0101d', rowid) FROM order_items LIMIT {KEPT_RESULT_SIZE // 100}",
+    ],
+)
+def test_failures_and_large_results_are_run_every_time(
+    database: Path, opened: list[str], sql: str
+) -> None:
+    results = [execute(database, sql) for _ in range(2)]
+    assert results[0] == results[1]
+    assert len(opened) == 2
