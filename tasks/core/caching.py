@@ -105,10 +105,17 @@ def _walk_project(module: str, root: Path) -> dict[str, tuple[Path, str]]:
     code is the syntax tree without docstrings: comments, formatting and prose change no key,
     a changed statement, name or literal does."""
     found: dict[str, tuple[Path, str]] = {}
+    # Each name is looked for once: the standard library's and torch's come up in most modules,
+    # and with the modules parsed (once a process), looking for them again was most of a key's
+    # time.
+    seen: set[str] = set()
     pending = _with_parents(module)
     while pending:
         name = pending.pop()
-        if name in found or (file := module_file(name, root)) is None:
+        if name in seen:
+            continue
+        seen.add(name)
+        if (file := module_file(name, root)) is None:
             continue
         imported, code = _read_module(name, file.name == "__init__.py", file.read_bytes())
         for each in imported:
