@@ -25,7 +25,7 @@ from tasks.prep.olist import fingerprint_source
 
 from . import durations
 from .isolation import LeftoverProcesses
-from .servers import PREFECT_DATABASE
+from .servers import prefect_home_on
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_DATA = REPO_ROOT / "data" / "olist"
@@ -113,9 +113,7 @@ def all_complete_steps(store: ArtifactStore) -> list[int]:
 def prefect_home(tmp_path_factory: pytest.TempPathFactory, prefect_api: Path) -> Path:
     """A Prefect home for a module's runs that start a temporary server of their own, its
     database a copy of the tests' server's as it started (`prefect_api`)."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    shutil.copy(prefect_api, home / PREFECT_DATABASE)
-    return home
+    return prefect_home_on(tmp_path_factory.mktemp("prefect-home"), prefect_api)
 
 
 @pytest.fixture(scope="session")
@@ -129,7 +127,7 @@ def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
     with prefect_test_harness(server_startup_timeout=120):
         started = Path(make_url(PREFECT_SERVER_DATABASE_CONNECTION_URL.value()).database)
-        copy = tmp_path_factory.mktemp("prefect-database") / PREFECT_DATABASE
+        copy = tmp_path_factory.mktemp("prefect-database") / "started.db"
         # SQLite's backup: a consistent copy of a database in use, its write-ahead log included
         with closing(sqlite3.connect(started)) as source, closing(sqlite3.connect(copy)) as target:
             source.backup(target)

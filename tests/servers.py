@@ -21,8 +21,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 BIN = Path(sys.executable).parent
-# The file of a Prefect home's database.
-PREFECT_DATABASE = "prefect.db"
+
+
+def prefect_home_on(home: Path, database: Path) -> Path:
+    """`home`, made, with a copy of `database` as its Prefect database: a migrated one spares a
+    server started there its migrations."""
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(database, home / "prefect.db")
+    return home
 
 
 def free_port() -> int:
@@ -160,13 +166,13 @@ def _stop_tree(process: subprocess.Popen, timeout: float = 20) -> None:
 
 
 def start_prefect_server(root: Path, database: Path | None = None) -> PrefectServer:
-    """`prefect server start` in a home under `root`, on a copy of `database` (a migrated one
-    spares the server its migrations) or on a new one."""
+    """`prefect server start` in a home under `root`, on a copy of `database` (`prefect_home_on`)
+    or on a new one."""
     home, logs = root / "prefect-home", root / "logs"
     home.mkdir(parents=True)
     logs.mkdir()
     if database is not None:
-        shutil.copy(database, home / PREFECT_DATABASE)
+        prefect_home_on(home, database)
     port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     env = {
