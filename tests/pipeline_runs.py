@@ -63,12 +63,13 @@ class PipelineRun:
         recipe: dict | None = None,
         artifacts: Path | None = None,
         pause: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.recipe = tmp / "recipe.yaml"
         self.recipe.write_text(yaml.safe_dump(recipe or RECIPE))
         self.artifacts = artifacts or tmp / "artifacts"
         path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO_ROOT)]))
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path, **(env or {})}
         self.own_server = prefect_home is not None
         if prefect_home is None:  # the tests' Prefect server
             from prefect.settings import PREFECT_API_URL

@@ -1,5 +1,6 @@
 """The reward audit gate: passes on the shipped human scores, fails loudly on known bug classes."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -7,14 +8,20 @@ import pytest
 import rewards
 from configs.recipe import AuditConfig
 from rewards import TASKS, extraction
+from tasks.core import caching
+from tasks.evaluation import audit
 from tasks.evaluation.audit import (
     AUDIT_PAIRS,
     AUDIT_SET,
+    audit_key,
     audit_rewards,
     failure_message,
+    kept_audit,
     load_audit_set,
     load_pairs,
 )
+
+from .conftest import REPO_ROOT
 
 
 def _db(prepared) -> str:
@@ -102,3 +109,74 @@ def test_a_bad_pair_line_is_named(tmp_path: Path) -> None:
     bad.write_text(AUDIT_PAIRS.read_text().splitlines()[0] + "\n" + '{"task": "push"}\n')
     with pytest.raises(ValueError, match=r"pairs.jsonl:2"):
         load_pairs(bad)
+
+
+@pytest.fixture
+def scorings(monkeypatch) -> list[AuditConfig]:
+    """The configs the audit was scored for, in order (each call really scores)."""
+    calls: list[AuditConfig] = []
+
+    def counted(config: AuditConfig, database: str) -> audit.AuditResult:
+        calls.append(config)
+        return audit_rewards(config, database)
+
+    monkeypatch.setattr(audit, "audit_rewards", counted)
+    return calls
+
+
+def test_a_passing_audit_is_kept_and_not_scored_again(tmp_path: Path, scorings) -> None:
+    first = kept_audit(AuditConfig(), tmp_path)
+    assert first.passed and len(scorings) == 1
+    assert [path.name for path in tmp_path.iterdir()] == [f"{audit_key(AuditConfig())}.json"]
+    assert kept_audit(AuditConfig(), tmp_path) == first
+    assert len(scorings) == 1
+    # Other thresholds are another gate: scored and kept on their own.
+    stricter = AuditConfig(min_spearman=0.81)
+    assert kept_audit(stricter, tmp_path).passed
+    assert scorings == [AuditConfig(), stricter]
+    assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_a_failing_audit_is_scored_every_time_and_never_kept(tmp_path: Path, scorings) -> None:
+    impossible = AuditConfig(min_spearman=1.0)
+    assert not kept_audit(impossible, tmp_path).passed
+    assert not kept_audit(impossible, tmp_path).passed
+    assert len(scorings) == 2
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())
+
+
+def test_a_scorer_swapped_in_at_run_time_misses_the_kept_audit(
+    tmp_path: Path, scorings, monkeypatch
+) -> None:
+    assert kept_audit(AuditConfig(), tmp_path).passed
+    monkeypatch.setitem(
+        rewards.SCORERS, "push", lambda text, **_: rewards.Score(min(1.0, len(text) / 300))
+    )
+    result = kept_audit(AuditConfig(), tmp_path)
+    assert not result.per_task["push"]["passed"] and len(scorings) == 2
+
+
+def test_editing_a_reward_changes_the_audits_key(tmp_path: Path, monkeypatch) -> None:
+    before = audit_key(AuditConfig())
+    project = tmp_path / "project"
+    for package in ("configs", "flows", "rewards", "tasks"):
+        shutil.copytree(REPO_ROOT / package, project / package)
+    edited = project / "rewards" / "push.py"
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n_EDITED = 1\n", encoding="utf-8")
+    monkeypatch.setattr(caching, "PROJECT_ROOT", project)
+    caching.task_code_digest.cache_clear()
+    try:
+        assert audit_key(AuditConfig()) != before
+    finally:
+        caching.task_code_digest.cache_clear()
+
+
+def test_a_damaged_kept_audit_is_scored_again_and_replaced(
+    tmp_path: Path, scorings, caplog
+) -> None:
+    kept = tmp_path / f"{audit_key(AuditConfig())}.json"
+    kept.write_text('{"passed": tr', encoding="utf-8")
+    result = kept_audit(AuditConfig(), tmp_path)
+    assert result.passed and len(scorings) == 1
+    assert str(kept) in caplog.text and "scoring the audit again" in caplog.text
+    assert audit.AuditResult.model_validate_json(kept.read_text(encoding="utf-8")) == result

@@ -2,7 +2,8 @@
 
 One small recipe runs the pipeline end to end with real data prep, real GRPO steps, real
 generation, real scoring and real statistics; a second run with nothing changed must come
-entirely from the cache; a third run with one eval setting changed must recompute only eval.
+entirely from the cache (the audit from the machine's kept audits, its table published again); a
+third run with one eval setting changed must recompute only eval.
 """
 
 from __future__ import annotations
@@ -34,16 +35,17 @@ from flows.storage import in_store
 from rewards import TASKS
 from tasks.core import caching
 from tasks.core.store import ArtifactStore
+from tasks.evaluation import audit
 from tasks.evaluation.audit import AuditFailed
 
 from .conftest import REPO_ROOT, SHIPPED_DATA
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
-# Every stage whose result is cached, in DAG order (the report last).
+# Every stage whose result Prefect caches, in DAG order (the report last). The reward audit runs
+# each time, from the result the machine keeps (`tasks.evaluation.audit.kept_audit`).
 CACHED_STAGES = (
     "prepare-data",
-    "reward-audit",
     "prepare-base-model",
     "sft",
     "train-seed",
@@ -198,27 +200,35 @@ def test_pipeline_writes_a_complete_report(first_run) -> None:
     assert all(seconds >= 0 for seconds in stages.values()) and stages["GRPO"] > 1
 
 
-def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
-    _, _, store, state = first_run
+def _artifacts(flow_state, *keys: str) -> dict[str, list]:
+    """The artifacts a flow run published, newest first, by key (other tests publish under the
+    same keys)."""
     with get_client(sync_client=True) as client:
-        by_key = {
+        return {
             key: client.read_artifacts(
-                # this run's artifacts only: other tests publish under the same keys
                 artifact_filter=ArtifactFilter(
                     key=ArtifactFilterKey(any_=[key]),
-                    flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id]),
+                    flow_run_id=ArtifactFilterFlowRunId(
+                        any_=[flow_state.state_details.flow_run_id]
+                    ),
                 ),
                 sort=ArtifactSort.ID_DESC,
                 limit=5,
                 offset=0,
             )
-            for key in (
-                "tucano-comparison",
-                "tucano-report",
-                "tucano-reward-audit",
-                "tucano-plot-start-vs-tuned",
-            )
+            for key in keys
         }
+
+
+def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
+    _, _, store, state = first_run
+    by_key = _artifacts(
+        state,
+        "tucano-comparison",
+        "tucano-report",
+        "tucano-reward-audit",
+        "tucano-plot-start-vs-tuned",
+    )
     table = json.loads(by_key["tucano-comparison"][0].data)
     assert {row["task"] for row in table} == {*TASKS, "overall"}
     assert store.uri(state.result().report_json) in by_key["tucano-report"][0].data
@@ -227,8 +237,8 @@ def test_report_and_audit_are_published_as_prefect_artifacts(first_run) -> None:
         by_key["tucano-plot-start-vs-tuned"][0].data
         == f"[start vs tuned](file://{store.uri(plot)})"
     )
-    audit = json.loads(by_key["tucano-reward-audit"][0].data)
-    assert {row["check"] for row in audit} >= set(TASKS)
+    audit_table = json.loads(by_key["tucano-reward-audit"][0].data)
+    assert {row["check"] for row in audit_table} >= set(TASKS)
 
 
 def _rank_biserial(differences: np.ndarray) -> float:
@@ -328,8 +338,13 @@ def test_every_seed_trained_real_grpo_steps_with_checkpoints_in_the_store(first_
         assert store.is_complete(adapter["folder"])
 
 
-def test_second_run_with_nothing_changed_comes_from_the_cache(first_run) -> None:
+def test_second_run_with_nothing_changed_comes_from_the_cache(first_run, monkeypatch) -> None:
     _, config, store, first = first_run
+
+    def scored_again(*_, **__):
+        raise AssertionError("the audit was scored again with nothing it reads changed")
+
+    monkeypatch.setattr(audit, "audit_rewards", scored_again)
     second = in_store(pipeline_flow, store)(
         config, store.root, str(SHIPPED_DATA), return_state=True
     )
@@ -338,6 +353,11 @@ def test_second_run_with_nothing_changed_comes_from_the_cache(first_run) -> None
     for prefix in CACHED_STAGES:
         assert _states_of(states, prefix), prefix
         assert set(_states_of(states, prefix)) == {"Cached"}, prefix
+    # The gate ran (the pipeline's and each seed's flow run's), from the kept result, and the
+    # run's page shows the table it judged by.
+    assert set(_states_of(states, "reward-audit")) == {"Completed"}
+    table = json.loads(_artifacts(second, "tucano-reward-audit")["tucano-reward-audit"][0].data)
+    assert {row["check"] for row in table} >= set(TASKS)
 
 
 def test_editing_code_a_task_runs_recomputes_that_task_alone(

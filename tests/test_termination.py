@@ -100,7 +100,9 @@ def test_sigterm_during_sft_saves_its_checkpoint_and_never_reaches_grpo(tmp_path
 def test_a_signal_mid_stage_stops_it_with_nothing_half_written(
     tmp_path: Path, command: str, pause: str, signum: int
 ) -> None:
-    run = PipelineRun(tmp_path, None, [command], pause=pause)
+    # An empty cache: from a kept audit, the audit would score nothing to stop.
+    cache = tmp_path / "cache"
+    run = PipelineRun(tmp_path, None, [command], pause=pause, env={"XDG_CACHE_HOME": str(cache)})
     try:
         run.wait_for(f"PAUSED IN {pause}")
         run.its_processes()
@@ -110,6 +112,7 @@ def test_a_signal_mid_stage_stops_it_with_nothing_half_written(
     prepared = run.artifacts / "prepared"
     folders = list(prepared.iterdir()) if prepared.exists() else []
     # Nothing of it, not even a folder without its marker; the audit prepares no data and
-    # leaves no record.
+    # leaves no record, nor a kept audit.
     assert folders == []
+    assert not (cache / "tucano" / "audits").exists()
     assert "reward audit passed" not in run.output
