@@ -130,30 +130,23 @@ def test_a_passing_audit_is_kept_and_not_scored_again(tmp_path: Path, scorings) 
     assert [path.name for path in tmp_path.iterdir()] == [f"{audit_key(AuditConfig())}.json"]
     assert kept_audit(AuditConfig(), tmp_path) == first
     assert len(scorings) == 1
-    # Other thresholds are another gate: scored and kept on their own.
-    stricter = AuditConfig(min_spearman=0.81)
-    assert kept_audit(stricter, tmp_path).passed
-    assert scorings == [AuditConfig(), stricter]
-    assert len(list(tmp_path.iterdir())) == 2
+    # Other thresholds are another gate.
+    assert audit_key(AuditConfig(min_spearman=0.81)) != audit_key(AuditConfig())
+    assert audit_key(AuditConfig(min_pair_agreement=0.95)) != audit_key(AuditConfig())
 
 
-def test_a_failing_audit_is_scored_every_time_and_never_kept(tmp_path: Path, scorings) -> None:
-    impossible = AuditConfig(min_spearman=1.0)
-    assert not kept_audit(impossible, tmp_path).passed
-    assert not kept_audit(impossible, tmp_path).passed
-    assert len(scorings) == 2
-    assert not tmp_path.exists() or not list(tmp_path.iterdir())
-
-
-def test_a_scorer_swapped_in_at_run_time_misses_the_kept_audit(
+def test_a_scorer_swapped_in_at_run_time_is_audited_every_time_and_never_kept(
     tmp_path: Path, scorings, monkeypatch
 ) -> None:
-    assert kept_audit(AuditConfig(), tmp_path).passed
+    shipped = audit_key(AuditConfig())
     monkeypatch.setitem(
         rewards.SCORERS, "push", lambda text, **_: rewards.Score(min(1.0, len(text) / 300))
     )
-    result = kept_audit(AuditConfig(), tmp_path)
-    assert not result.per_task["push"]["passed"] and len(scorings) == 2
+    assert audit_key(AuditConfig()) != shipped
+    for _ in range(2):
+        assert not kept_audit(AuditConfig(), tmp_path).per_task["push"]["passed"]
+    assert len(scorings) == 2
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())
 
 
 def test_editing_a_reward_changes_the_audits_key(tmp_path: Path, monkeypatch) -> None:

@@ -12,9 +12,9 @@ substance, each asserting the reward's behaviour directly; a probe that raises i
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
+import os
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -181,10 +181,22 @@ def audit_key(config: AuditConfig) -> str:
             "config": config.model_dump(mode="json"),
             "python": sys.version,
             "sqlite": sqlite3.sqlite_version,
-            "installed": sorted(
-                (dist.metadata["Name"] or "", dist.version)
-                for dist in importlib.metadata.distributions()
-            ),
+            "installed": installed_distributions(),
+        }
+    )
+
+
+def installed_distributions() -> list[str]:
+    """The distributions this interpreter imports from, as their metadata folders are named
+    (name and version): a listing takes half a millisecond, where importlib.metadata, reading
+    every METADATA file, takes 150 ms, and every flow run's gate asks."""
+    return sorted(
+        {
+            name
+            for folder in map(Path, sys.path)
+            if folder.is_dir()
+            for name in os.listdir(folder)
+            if name.endswith((".dist-info", ".egg-info"))
         }
     )
 
