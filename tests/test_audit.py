@@ -173,3 +173,9 @@ def test_a_damaged_kept_audit_is_scored_again_and_replaced(
     assert result.passed and len(scorings) == 1
     assert str(kept) in caplog.text and "scoring the audit again" in caplog.text
     assert audit.AuditResult.model_validate_json(kept.read_text(encoding="utf-8")) == result
+
+
+def test_an_audit_that_cannot_be_kept_still_passes(tmp_path: Path, scorings, caplog) -> None:
+    (tmp_path / "home").write_text("a file where the cache's folder would go", encoding="utf-8")
+    assert kept_audit(AuditConfig(), tmp_path / "home" / "audits").passed
+    assert "could not be kept" in caplog.text and len(scorings) == 1

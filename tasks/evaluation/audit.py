@@ -209,15 +209,19 @@ def kept_audit(config: AuditConfig, kept: Path = KEPT_AUDITS) -> AuditResult:
     name = f"{audit_key(config)}.json"
     try:
         result = AuditResult.model_validate_json(cache.read_text(name))
-        log.info("Reward audit: nothing it reads changed since it passed (%s)", cache.uri(name))
-        return result
     except FileNotFoundError:
         pass
-    except ValueError as exc:
+    except (OSError, ValueError) as exc:
         log.warning("%s is no audit result (%s): scoring the audit again", cache.uri(name), exc)
+    else:
+        log.info("Reward audit: nothing it reads changed since it passed (%s)", cache.uri(name))
+        return result
     result = audit_rewards(config, str(shipped_database()))
     if result.passed:
-        cache.write_text(name, result.model_dump_json())
+        try:
+            cache.write_text(name, result.model_dump_json())
+        except OSError as exc:  # a read-only home, a full disk: the next run scores it again
+            log.warning("the passing audit could not be kept in %s (%s)", cache.uri(name), exc)
     return result
 
 
