@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -38,6 +38,37 @@ SMALLEST_QWEN2 = TinyModelConfig(
     intermediate_size=64,
     tokenizer_vocab_size=600,
 )
+
+
+# What a copy of the project's code needs: the packages whose modules the cache keys read.
+PROJECT_PACKAGES = ("configs", "flows", "rewards", "tasks")
+
+
+def copy_project(root: Path) -> Path:
+    """The project's packages copied under `root`, without bytecode."""
+    for package in PROJECT_PACKAGES:
+        shutil.copytree(
+            REPO_ROOT / package,
+            root / package,
+            ignore=shutil.ignore_patterns("*.pyc", "__pycache__"),
+        )
+    return root
+
+
+@contextmanager
+def code_edited(root: Path, monkeypatch: pytest.MonkeyPatch, edited: str) -> Iterator[None]:
+    """While the block runs, the cache keys read the code of a copy of the project under `root`
+    in which the module file `edited` (relative to the project) has one statement more."""
+    from tasks.core import caching
+
+    file = copy_project(root) / edited
+    file.write_text(file.read_text(encoding="utf-8") + "\n_EDITED = 1\n", encoding="utf-8")
+    monkeypatch.setattr(caching, "PROJECT_ROOT", root)
+    caching.task_code_digest.cache_clear()
+    try:
+        yield
+    finally:
+        caching.task_code_digest.cache_clear()
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """The reward audit gate: passes on the shipped human scores, fails loudly on known bug classes."""
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -8,7 +7,6 @@ import pytest
 import rewards
 from configs.recipe import AuditConfig
 from rewards import TASKS, extraction
-from tasks.core import caching
 from tasks.evaluation import audit
 from tasks.evaluation.audit import (
     AUDIT_PAIRS,
@@ -21,7 +19,7 @@ from tasks.evaluation.audit import (
     load_pairs,
 )
 
-from .conftest import REPO_ROOT
+from .conftest import code_edited
 
 
 def _db(prepared) -> str:
@@ -151,17 +149,8 @@ def test_a_scorer_swapped_in_at_run_time_is_audited_every_time_and_never_kept(
 
 def test_editing_a_reward_changes_the_audits_key(tmp_path: Path, monkeypatch) -> None:
     before = audit_key(AuditConfig())
-    project = tmp_path / "project"
-    for package in ("configs", "flows", "rewards", "tasks"):
-        shutil.copytree(REPO_ROOT / package, project / package)
-    edited = project / "rewards" / "push.py"
-    edited.write_text(edited.read_text(encoding="utf-8") + "\n_EDITED = 1\n", encoding="utf-8")
-    monkeypatch.setattr(caching, "PROJECT_ROOT", project)
-    caching.task_code_digest.cache_clear()
-    try:
+    with code_edited(tmp_path / "project", monkeypatch, "rewards/push.py"):
         assert audit_key(AuditConfig()) != before
-    finally:
-        caching.task_code_digest.cache_clear()
 
 
 def test_a_damaged_kept_audit_is_scored_again_and_replaced(

@@ -8,7 +8,6 @@ runs changes its key, an edit anywhere else (or to a comment or docstring) does 
 from __future__ import annotations
 
 import importlib
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,8 @@ from prefect import Task
 
 from tasks.core.caching import PROJECT_ROOT, ContentKey, code_digest, project_modules
 
+from .conftest import copy_project
 from .test_pipeline import CACHED_STAGES
-
-PACKAGES = ("configs", "flows", "rewards", "tasks")
 
 
 def _cached_tasks() -> dict[str, str]:
@@ -40,14 +38,7 @@ CACHED_TASKS = _cached_tasks()
 
 @pytest.fixture(scope="module")
 def project_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("project")
-    for package in PACKAGES:
-        shutil.copytree(
-            PROJECT_ROOT / package,
-            root / package,
-            ignore=shutil.ignore_patterns("*.pyc", "__pycache__"),
-        )
-    return root
+    return copy_project(tmp_path_factory.mktemp("project"))
 
 
 def test_every_cached_stage_is_found() -> None:

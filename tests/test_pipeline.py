@@ -9,7 +9,6 @@ third run with one eval setting changed must recompute only eval.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -33,12 +32,11 @@ import rewards
 from flows.pipeline import data_flow, pipeline_flow, train_flow
 from flows.storage import in_store
 from rewards import TASKS
-from tasks.core import caching
 from tasks.core.store import ArtifactStore
 from tasks.evaluation import audit
 from tasks.evaluation.audit import AuditFailed
 
-from .conftest import REPO_ROOT, SHIPPED_DATA
+from .conftest import SHIPPED_DATA, code_edited
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_api")]
 
@@ -366,19 +364,10 @@ def test_editing_code_a_task_runs_recomputes_that_task_alone(
     """The report runs tasks.evaluation.eval_summary, which the hand-kept module lists had left
     out: an edit there must recompute the report, and nothing that does not run it."""
     _, config, store, _ = first_run
-    project = tmp_path / "project"
-    for package in ("configs", "flows", "rewards", "tasks"):
-        shutil.copytree(REPO_ROOT / package, project / package)
-    edited = project / "tasks" / "evaluation" / "eval_summary.py"
-    edited.write_text(edited.read_text(encoding="utf-8") + "\n_EDITED = 1\n", encoding="utf-8")
-    monkeypatch.setattr(caching, "PROJECT_ROOT", project)
-    caching.task_code_digest.cache_clear()
-    try:
+    with code_edited(tmp_path / "project", monkeypatch, "tasks/evaluation/eval_summary.py"):
         state = in_store(pipeline_flow, store)(
             config, store.root, str(SHIPPED_DATA), return_state=True
         )
-    finally:
-        caching.task_code_digest.cache_clear()
     states = _task_states(state)
     assert set(_states_of(states, "report")) == {"Completed"}
     for prefix in CACHED_STAGES[:-1]:
